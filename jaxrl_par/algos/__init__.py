@@ -1,0 +1,23 @@
+"""Algorithms by name. Each module has a frozen ``Config`` and ``make(config) -> Algorithm``."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from jaxrl_par.algos.base import Algorithm
+
+# name -> (module, one-line description); modules import lazily
+ALGORITHMS: dict[str, tuple[str, str]] = {
+    "ppo": ("jaxrl_par.algos.ppo", "PPO: synchronous vectorised actors, clipped surrogate"),
+}
+
+
+def get(name: str) -> ModuleType:
+    """The module of algorithm ``name`` (with ``Config`` and ``make``)."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; available: {sorted(ALGORITHMS)}")
+    return importlib.import_module(ALGORITHMS[name][0])
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "get"]

@@ -1,0 +1,79 @@
+"""Config helpers shared by every algorithm: eager validation and ``field=value`` parsing."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any
+
+
+def validate(cfg, positive=(), non_negative=(), unit_interval=()) -> None:
+    """Raises ``ValueError`` naming the field for a value outside its range or NaN."""
+    for name in positive:
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and v > 0):
+            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be > 0, got {v!r}")
+    for name in non_negative:
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and v >= 0):
+            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be >= 0, got {v!r}")
+    for name in unit_interval:
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and 0 <= v <= 1):
+            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be in [0, 1], got {v!r}")
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float) and math.isnan(v):
+            raise ValueError(f"Config.{f.name} is NaN")
+
+
+def _parse_value(text: str, annotation: Any, default: Any):
+    """Parses ``text`` as the type of a config field (from its default or annotation)."""
+    if isinstance(annotation, str):
+        kind = annotation
+    else:
+        kind = getattr(annotation, "__name__", str(annotation))
+    if text.lower() in ("none", "null") and ("None" in kind or default is None):
+        return None
+    if isinstance(default, bool) or kind == "bool":
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean (true/false), got {text!r}")
+    if isinstance(default, tuple) or kind.startswith("tuple"):
+        parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
+        return tuple(int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts)
+    if isinstance(default, int) or kind == "int":
+        return int(float(text)) if float(text).is_integer() else int(text)
+    if isinstance(default, float) or kind == "float":
+        return float(text)
+    return text
+
+
+def apply_overrides(cfg, overrides: dict[str, str] | list[str]):
+    """Returns ``cfg`` with ``field=value`` strings applied, parsed to each field's type.
+
+    An unknown field or an unparsable value raises ``ValueError`` listing the fields.
+    """
+    if isinstance(overrides, list):
+        pairs = {}
+        for item in overrides:
+            if "=" not in item:
+                raise ValueError(f"--set expects field=value, got {item!r}")
+            k, v = item.split("=", 1)
+            pairs[k.strip()] = v.strip()
+        overrides = pairs
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    hints = typing.get_type_hints(type(cfg))
+    listing = ", ".join(f"{n}={getattr(cfg, n)!r}" for n in fields)
+    changes = {}
+    for name, text in overrides.items():
+        if name not in fields:
+            raise ValueError(f"unknown config field {name!r}; valid fields: {listing}")
+        try:
+            changes[name] = _parse_value(text, hints.get(name), getattr(cfg, name))
+        except ValueError as e:
+            raise ValueError(f"bad value for {name}: {e}; valid fields: {listing}") from None
+    return dataclasses.replace(cfg, **changes)

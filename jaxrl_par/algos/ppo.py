@@ -1,0 +1,256 @@
+"""Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347).
+
+The synchronous-actors paradigm: ``num_envs`` vectorised environments act with the
+current policy for ``num_steps``, then the learner runs ``update_epochs`` passes of
+``num_minibatches`` clipped-surrogate steps over that batch. Everything is one pure
+``update(state)``, so the runner scans, vmaps (seeds) and shards (devices) it.
+
+Data-parallel exactness: randomness is drawn per environment from the *global* env
+index and minibatches take ``num_steps / num_minibatches`` time steps from every env
+(a per-env permutation), so a minibatch is the union of the shards' minibatches.
+With ``axis_name`` set, gradients, advantage statistics, observation statistics and
+metrics are averaged over that axis, and training on N devices equals training on one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_par import axes, envs
+from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import validate
+from jaxrl_par.networks import ACTIVATIONS, ActorCritic, make_policy
+from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
+from jaxrl_par.returns import gae_advantages
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
+
+    env: str = "CartPole-v1"
+    num_envs: int = 4  # global: split over the data axis when sharded
+    num_steps: int = 128  # rollout length T per update
+    total_timesteps: int = 500_000
+    update_epochs: int = 4
+    num_minibatches: int = 4  # must divide num_steps
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True  # linear decay to 0 over the run
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value_loss: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5  # global-norm clipping
+    normalize_advantages: bool = True  # per minibatch (global over devices)
+    normalize_obs: bool = False  # running mean/std of observations
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    shared_torso: bool = False
+    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+
+    def __post_init__(self):
+        validate(self, positive=("num_envs", "num_steps", "total_timesteps", "update_epochs",
+                                 "num_minibatches", "learning_rate"),
+                 unit_interval=("gamma", "gae_lambda"),
+                 non_negative=("clip_eps", "vf_coef", "ent_coef", "max_grad_norm"))
+        envs.check_env_id(self.env)
+        if self.num_steps % self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches={self.num_minibatches} does not divide num_steps="
+                f"{self.num_steps}: each minibatch takes num_steps/num_minibatches steps of "
+                "every env; pick a divisor of num_steps"
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        if self.num_updates < 1:
+            raise ValueError(
+                f"total_timesteps={self.total_timesteps} is less than one update of "
+                f"num_envs*num_steps={self.batch_size} steps"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update (all envs, all devices)."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+@struct.dataclass
+class State:
+    params: dict
+    opt_state: optax.OptState
+    env_state: envs.EnvState  # leaves [N_local, ...]
+    obs_stats: RunningStats
+    key: jax.Array
+    update_count: jax.Array  # [] int32
+
+
+class Batch(NamedTuple):
+    """One rollout, time-major ``[T, N_local, ...]``."""
+
+    obs: jax.Array  # observations acted on (normalised if enabled)
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    advantage: jax.Array
+    target: jax.Array  # lambda-returns, the value target
+
+
+def make(config: Config) -> Algorithm:
+    """Builds PPO's pure ``init`` and ``update`` for ``config``."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = ActorCritic(
+        num_actions=spec.num_actions,
+        discrete=spec.discrete,
+        obs_shape=spec.observation_shape,
+        hidden_sizes=tuple(cfg.hidden_sizes),
+        activation=cfg.activation,
+        shared_torso=cfg.shared_torso,
+    )
+    policy = make_policy(network)
+    greedy = make_policy(network, deterministic=True)
+    steps_per_epoch = cfg.num_minibatches
+    if cfg.anneal_lr:
+        lr = optax.linear_schedule(
+            cfg.learning_rate, 0.0, cfg.num_updates * cfg.update_epochs * steps_per_epoch
+        )
+    else:
+        lr = cfg.learning_rate
+    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr, eps=1e-5))
+
+    def local_env() -> envs.VecEnv:
+        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
+
+    def env_keys(key):
+        return axes.shard_keys(key, cfg.num_envs, cfg.axis_name)
+
+    def init(key: jax.Array) -> State:
+        k_params, k_env, k_run = jax.random.split(key, 3)
+        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+        return State(
+            params=params,
+            opt_state=tx.init(params),
+            env_state=local_env().reset(env_keys(k_env)),
+            obs_stats=init_stats(spec.observation_shape),
+            key=k_run,
+            update_count=jnp.int32(0),
+        )
+
+    def prepare(stats, obs):
+        return normalize(stats, obs) if cfg.normalize_obs else obs
+
+    def rollout(state: State, key: jax.Array):
+        """Acts ``num_steps`` times. Returns the final env state and ``[T, N]`` records."""
+        env = local_env()
+        low, high = (None, None) if spec.discrete else spec.action_bounds
+
+        def step(env_state, step_key):
+            k_act, k_env = jax.random.split(step_key)
+            obs = prepare(state.obs_stats, env_state.obs)
+            action, extras = policy(state.params, obs, env_keys(k_act))
+            env_action = action if spec.discrete else jnp.clip(action, low, high)
+            env_state, ts = env.step(env_keys(k_env), env_state, env_action)
+            return env_state, (obs, action, extras, ts)
+
+        return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.num_steps))
+
+    def loss_fn(params, mb: Batch):
+        dist, value = network.apply(params, mb.obs)
+        log_prob = dist.log_prob(mb.action)
+        ratio = jnp.exp(log_prob - mb.log_prob)
+        adv = mb.advantage
+        if cfg.normalize_advantages:
+            mean = axes.pmean(jnp.mean(adv), cfg.axis_name)
+            var = axes.pmean(jnp.mean(jnp.square(adv)), cfg.axis_name) - jnp.square(mean)
+            adv = (adv - mean) / (jnp.sqrt(jnp.maximum(var, 0.0)) + 1e-8)
+        pg_loss = -jnp.mean(
+            jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
+        )
+        v_loss = jnp.square(value - mb.target)
+        if cfg.clip_value_loss:
+            v_clipped = mb.value + jnp.clip(value - mb.value, -cfg.clip_eps, cfg.clip_eps)
+            v_loss = jnp.maximum(v_loss, jnp.square(v_clipped - mb.target))
+        v_loss = 0.5 * jnp.mean(v_loss)
+        entropy = jnp.mean(dist.entropy())
+        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        return loss, {
+            "loss": loss,
+            "policy_loss": pg_loss,
+            "value_loss": v_loss,
+            "entropy": entropy,
+            "approx_kl": jnp.mean((ratio - 1) - jnp.log(ratio)),
+            "clip_fraction": jnp.mean((jnp.abs(ratio - 1) > cfg.clip_eps).astype(jnp.float32)),
+        }
+
+    def sgd_step(carry, mb: Batch):
+        """One minibatch gradient step. Carry ``(params, opt_state)``; outputs metrics."""
+        params, opt_state = carry
+        mb = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), mb)  # [T/M * N, ...]
+        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb)
+        grads = axes.pmean(grads, cfg.axis_name)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), info
+
+    def epoch(carry, key, batch: Batch):
+        """One pass over the batch in ``num_minibatches`` steps of per-env time slices."""
+        n_local = batch.action.shape[1]
+        env_ids = axes.axis_index(cfg.axis_name) * n_local + jnp.arange(n_local)
+        perms = jax.vmap(lambda e: jax.random.permutation(jax.random.fold_in(key, e),
+                                                          cfg.num_steps))(env_ids)  # [N, T]
+        cols = jnp.arange(n_local)[None, :]
+        t_mb = cfg.num_steps // cfg.num_minibatches
+        minibatches = jax.tree.map(
+            lambda x: x[perms.T, cols].reshape((cfg.num_minibatches, t_mb) + x.shape[1:]),
+            batch,
+        )
+        return jax.lax.scan(sgd_step, carry, minibatches)
+
+    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        key, k_roll, k_learn = jax.random.split(state.key, 3)
+        env_state, (obs, action, extras, ts) = rollout(state, k_roll)
+        # Bootstrap from the observation each step reached: V(final_obs) equals the next
+        # step's value when the episode goes on and is the truncation bootstrap otherwise.
+        t, n = ts.reward.shape
+        final = prepare(state.obs_stats, ts.final_obs)
+        _, bootstrap = network.apply(state.params, final.reshape((t * n,) + final.shape[2:]))
+        gae = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+        advantage, target = gae(ts.reward, extras.value, bootstrap.reshape(t, n),
+                                ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
+        batch = Batch(obs, action, extras.log_prob, extras.value, advantage, target)
+        (params, opt_state), info = jax.lax.scan(
+            lambda c, k: epoch(c, k, batch), (state.params, state.opt_state),
+            jax.random.split(k_learn, cfg.update_epochs),
+        )
+        obs_stats = state.obs_stats
+        if cfg.normalize_obs:
+            obs_stats = update_stats(obs_stats, ts.final_obs, cfg.axis_name)
+        metrics = jax.tree.map(jnp.mean, info)
+        metrics = axes.pmean(metrics, cfg.axis_name)
+        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
+        new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1)
+        return new_state, metrics
+
+    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
+        return action
+
+    return Algorithm(
+        config=cfg,
+        init=init,
+        update=update,
+        num_updates=cfg.num_updates,
+        env_steps_per_update=cfg.batch_size,
+        act=act,
+    )

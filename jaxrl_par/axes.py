@@ -1,0 +1,60 @@
+"""Axis names and axis-aware helpers, so that one function serves one or many devices.
+
+Library code takes ``axis_name: str | None``; with ``None`` every helper is the
+single-device identity, with a name it reduces over that mapped axis (``shard_map`` or
+``vmap(axis_name=...)``). Randomness for a global batch is drawn so that a shard gets
+exactly the slice it would get on one device: training on N devices then matches
+training on one.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+POP = "pop"  # independent seeds / hyperparameter settings
+DATA = "data"  # synchronous data parallelism: gradients averaged over this axis
+
+
+def axis_size(axis_name: str | None) -> int:
+    """Number of shards along ``axis_name`` (1 without one)."""
+    return 1 if axis_name is None else jax.lax.axis_size(axis_name)
+
+
+def axis_index(axis_name: str | None) -> jax.Array:
+    """This shard's index along ``axis_name`` (0 without one)."""
+    return jnp.int32(0) if axis_name is None else jax.lax.axis_index(axis_name)
+
+
+def pmean(x, axis_name: str | None):
+    """Mean over ``axis_name`` of every leaf of ``x``; identity without one."""
+    return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+
+def psum(x, axis_name: str | None):
+    """Sum over ``axis_name`` of every leaf of ``x``; identity without one."""
+    return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def local_size(global_size: int, axis_name: str | None, what: str = "num_envs") -> int:
+    """The per-shard share of a global batch size, which must divide evenly."""
+    n = axis_size(axis_name)
+    if global_size % n:
+        raise ValueError(
+            f"{what}={global_size} does not divide over {n} devices on axis {axis_name!r}; "
+            f"use a multiple of {n}"
+        )
+    return global_size // n
+
+
+def shard_keys(key: jax.Array, global_size: int, axis_name: str | None) -> jax.Array:
+    """This shard's slice of ``jax.random.split(key, global_size)``.
+
+    Returns ``[global_size // axis_size]`` keys: shard ``i`` gets keys ``[i*n, (i+1)*n)``,
+    the same keys those items get on one device.
+    """
+    n = local_size(global_size, axis_name)
+    keys = jax.random.split(key, global_size)
+    if axis_name is None:
+        return keys
+    return jax.lax.dynamic_slice_in_dim(keys, axis_index(axis_name) * n, n)

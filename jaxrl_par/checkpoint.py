@@ -1,0 +1,55 @@
+"""Save and restore training-state pytrees as ``.npz`` files (PRNG keys included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def save(path: str, state: Any, meta: dict | None = None) -> None:
+    """Writes ``state`` (any pytree of arrays) and a JSON ``meta`` dict atomically."""
+    leaves = jax.tree.leaves(state)
+    arrays = {
+        f"leaf_{i}": np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+        for i, x in enumerate(leaves)
+    }
+    arrays["meta"] = np.frombuffer(json.dumps(meta or {}).encode(), dtype=np.uint8)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+
+
+def load(path: str, template: Any) -> tuple[Any, dict]:
+    """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``."""
+    with np.load(path) as data:
+        leaves, treedef = jax.tree.flatten(template)
+        if len(data.files) - 1 != len(leaves):
+            raise ValueError(
+                f"checkpoint {path} holds {len(data.files) - 1} arrays but the state has "
+                f"{len(leaves)}: it was written by a different algorithm or config"
+            )
+        restored = []
+        for i, t in enumerate(leaves):
+            x = data[f"leaf_{i}"]
+            if _is_key(t):
+                restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=jax.random.key_impl(t)))
+            else:
+                if x.shape != np.shape(t):
+                    raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
+                                     f"the state expects {np.shape(t)}")
+                restored.append(jnp.asarray(x, dtype=t.dtype))
+        meta = json.loads(bytes(data["meta"]).decode())
+    return jax.tree.unflatten(treedef, restored), meta

@@ -1,0 +1,193 @@
+"""Vectorised, auto-resetting environments on device.
+
+A :class:`VecEnv` wraps one gymnax-style environment (``step_env``/``reset_env``/
+``is_truncated``) and steps ``num_envs`` copies of it with ``jax.vmap``. It keeps
+``terminated`` and ``truncated`` apart, returns the observation reached by the step
+(``final_obs``) so that learners bootstrap from it on truncation, and tracks the return
+and length of every episode on device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl_par import axes
+
+
+@struct.dataclass
+class EnvState:
+    """State of ``num_envs`` environments. Every leaf has a leading ``[N]`` axis."""
+
+    inner: Any  # the wrapped environment's state pytree, leaves [N, ...]
+    obs: jax.Array  # [N, *obs_shape] float32: observation to act on now
+    episode_return: jax.Array  # [N] float32: undiscounted return of the running episode
+    episode_length: jax.Array  # [N] int32: steps taken in the running episode
+
+
+class Timestep(NamedTuple):
+    """What one vectorised step returns. Every field has a leading ``[N]`` axis.
+
+    ``obs`` is already the first observation of a new episode where ``done``; the
+    observation the step actually reached is ``final_obs``. Bootstrap from
+    ``final_obs`` on truncation and from zero on termination.
+    """
+
+    obs: jax.Array  # [N, *obs_shape] float32: next observation (after auto-reset)
+    reward: jax.Array  # [N] float32
+    terminated: jax.Array  # [N] bool: the episode reached a terminal state
+    truncated: jax.Array  # [N] bool: cut by a time limit, not terminal (never both)
+    final_obs: jax.Array  # [N, *obs_shape] float32: observation reached, before reset
+    episode_return: jax.Array  # [N] float32: return of the episode that ended here, else 0
+    episode_length: jax.Array  # [N] int32: length of the episode that ended here, else 0
+
+    @property
+    def done(self) -> jax.Array:
+        """``[N]`` bool: the episode ended at this step (terminated or truncated)."""
+        return self.terminated | self.truncated
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VecEnv:
+    """``num_envs`` copies of one environment, stepped together.
+
+    Attributes:
+      env_id: registry id, e.g. ``"CartPole-v1"``.
+      env: a gymnax ``Environment`` (or any object with the same methods).
+      params: its ``EnvParams`` pytree.
+      num_envs: number of parallel copies ``N``.
+    """
+
+    env_id: str
+    env: Any
+    params: Any
+    num_envs: int
+
+    # -- spaces -------------------------------------------------------------------------
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return tuple(self.env.observation_space(self.params).shape)
+
+    @property
+    def discrete(self) -> bool:
+        """True when actions are integers in ``[0, num_actions)``."""
+        return not hasattr(self.env.action_space(self.params), "low")
+
+    @property
+    def num_actions(self) -> int:
+        """Number of discrete actions; the action dimension for continuous control."""
+        space = self.env.action_space(self.params)
+        if self.discrete:
+            return int(space.n)
+        return int(space.shape[0]) if space.shape else 1
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.discrete else tuple(self.env.action_space(self.params).shape)
+
+    @property
+    def action_bounds(self) -> tuple[jax.Array, jax.Array]:
+        """``(low, high)`` of a continuous action space, broadcast to ``action_shape``."""
+        space = self.env.action_space(self.params)
+        shape = self.action_shape
+        low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), shape)
+        high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), shape)
+        return low, high
+
+    # -- dynamics -----------------------------------------------------------------------
+    def reset(self, keys: jax.Array) -> EnvState:
+        """Resets all copies.
+
+        Args:
+          keys: ``[N]`` PRNG keys, one per copy (see ``jaxrl_par.axes.shard_keys``).
+        """
+        chex.assert_shape(keys, (self.num_envs,) + keys.shape[1:])
+        obs, inner = jax.vmap(self.env.reset_env, in_axes=(0, None))(keys, self.params)
+        zeros = jnp.zeros((self.num_envs,), jnp.float32)
+        return EnvState(
+            inner=inner,
+            obs=obs.astype(jnp.float32),
+            episode_return=zeros,
+            episode_length=jnp.zeros((self.num_envs,), jnp.int32),
+        )
+
+    def step(self, keys: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, Timestep]:
+        """Steps all copies by one action each, resetting those whose episode ended.
+
+        Args:
+          keys: ``[N]`` PRNG keys.
+          state: current :class:`EnvState`.
+          action: ``[N, *action_shape]`` actions.
+
+        Returns:
+          ``(next_state, timestep)``.
+        """
+        chex.assert_shape(action, (self.num_envs,) + self.action_shape)
+        obs, inner, final_obs, reward, terminated, truncated = jax.vmap(self._step_one)(
+            keys, state.inner, action
+        )
+        done = terminated | truncated
+        ep_return = state.episode_return + reward
+        ep_length = state.episode_length + 1
+        timestep = Timestep(
+            obs=obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            episode_return=jnp.where(done, ep_return, 0.0),
+            episode_length=jnp.where(done, ep_length, 0),
+        )
+        next_state = EnvState(
+            inner=inner,
+            obs=obs,
+            episode_return=jnp.where(done, 0.0, ep_return),
+            episode_length=jnp.where(done, 0, ep_length),
+        )
+        return next_state, timestep
+
+    def _step_one(self, key, inner, action):
+        """One copy: step, then reset where the episode ended (gymnax 1.x semantics)."""
+        key_step, key_reset = jax.random.split(key)
+        final_obs, inner_st, reward, terminated, _ = self.env.step_env(
+            key_step, inner, action, self.params
+        )
+        terminated = jnp.asarray(terminated, jnp.bool_)
+        # Termination wins: a terminal state reached at the time limit has value zero.
+        truncated = jnp.asarray(self.env.is_truncated(inner_st, self.params), jnp.bool_)
+        truncated = truncated & ~terminated
+        done = terminated | truncated
+        obs_re, inner_re = self.env.reset_env(key_reset, self.params)
+        inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), inner_re, inner_st)
+        final_obs = final_obs.astype(jnp.float32)
+        obs = jax.lax.select(done, obs_re.astype(jnp.float32), final_obs)
+        return obs, inner, final_obs, jnp.asarray(reward, jnp.float32), terminated, truncated
+
+
+def episode_metrics(timesteps: Timestep, axis_name: str | None = None) -> dict[str, jax.Array]:
+    """Mean return and length of the episodes that finished in a batch of timesteps.
+
+    Args:
+      timesteps: a :class:`Timestep` with any leading axes (e.g. ``[T, N]``).
+      axis_name: reduce over this device axis too, so every shard reports the global mean.
+
+    Returns:
+      ``episode_return`` and ``episode_length`` (NaN when no episode finished) and
+      ``num_episodes``, all scalars.
+    """
+    done = timesteps.done.astype(jnp.float32)
+    count = axes.psum(jnp.sum(done), axis_name)
+    ret = axes.psum(jnp.sum(timesteps.episode_return * done), axis_name)
+    length = axes.psum(jnp.sum(timesteps.episode_length * done), axis_name)
+    safe = jnp.maximum(count, 1.0)
+    nan = jnp.float32(jnp.nan)
+    return {
+        "episode_return": jnp.where(count > 0, ret / safe, nan),
+        "episode_length": jnp.where(count > 0, length / safe, nan),
+        "num_episodes": count,
+    }

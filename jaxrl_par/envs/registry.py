@@ -1,0 +1,83 @@
+"""The environment registry: every gymnax id, the probes, and the library's own envs."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import gymnax
+
+from jaxrl_par.envs.core import VecEnv
+from jaxrl_par.envs.probes import PROBES
+
+# id -> factory returning (env, default_params)
+_REGISTRY: dict[str, Callable[[], tuple[Any, Any]]] = {}
+
+
+def register(env_id: str, factory: Callable[[], tuple[Any, Any]]) -> None:
+    """Registers ``factory() -> (env, default_params)`` under ``env_id``."""
+    if env_id in _REGISTRY:
+        raise ValueError(f"environment id {env_id!r} is already registered")
+    _REGISTRY[env_id] = factory
+
+
+def list_envs() -> list[str]:
+    """All registered environment ids, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _gymnax_factory(env_id: str):
+    return lambda: gymnax.make(env_id)
+
+
+def _probe_factory(cls):
+    def factory():
+        env = cls()
+        return env, env.default_params
+
+    return factory
+
+
+for _id in gymnax.registered_envs:
+    register(_id, _gymnax_factory(_id))
+for _id, _cls in PROBES.items():
+    register(_id, _probe_factory(_cls))
+
+
+def check_env_id(env_id: str) -> None:
+    """Raises ``ValueError`` naming the closest known ids if ``env_id`` is unknown."""
+    if env_id in _REGISTRY:
+        return
+    lowered = {k.lower(): k for k in _REGISTRY}
+    close = difflib.get_close_matches(env_id.lower(), list(lowered), n=5, cutoff=0.4)
+    hint = ", ".join(lowered[c] for c in close) if close else "none close"
+    raise ValueError(
+        f"unknown environment {env_id!r}; closest known ids: {hint}. "
+        "`jaxrl-par list` (or jaxrl_par.envs.list_envs()) prints them all."
+    )
+
+
+def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
+    """Builds ``num_envs`` vectorised, auto-resetting copies of ``env_id``.
+
+    Args:
+      env_id: a registered id (``list_envs()``), e.g. ``"CartPole-v1"``.
+      num_envs: number of parallel copies.
+      **env_params: overrides of the environment's ``EnvParams`` fields, e.g.
+        ``max_steps_in_episode=200``.
+    """
+    check_env_id(env_id)
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+    env, params = _REGISTRY[env_id]()
+    if env_params:
+        valid = {f.name for f in dataclasses.fields(params)}
+        unknown = sorted(set(env_params) - valid)
+        if unknown:
+            raise ValueError(
+                f"unknown parameter(s) {unknown} for {env_id}; valid: {sorted(valid)}"
+            )
+        params = params.replace(**env_params)
+    return VecEnv(env_id=env_id, env=env, params=params, num_envs=num_envs)

@@ -1,0 +1,45 @@
+"""Running observation statistics (parallel Welford), reducible over a device axis."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl_par import axes
+
+
+@struct.dataclass
+class RunningStats:
+    mean: jax.Array  # [*shape] float32
+    var: jax.Array  # [*shape] float32
+    count: jax.Array  # [] float32: number of samples seen (1e-4 prior)
+
+
+def init_stats(shape) -> RunningStats:
+    return RunningStats(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32),
+                        jnp.float32(1e-4))
+
+
+def update_stats(stats: RunningStats, x: jax.Array, axis_name: str | None = None) -> RunningStats:
+    """Folds a batch ``x [..., *shape]`` into ``stats`` (Chan et al. parallel update).
+
+    With ``axis_name`` the batch is the union of all shards' batches, so every shard
+    ends with the same statistics as one device seeing the whole batch.
+    """
+    batch_axes = tuple(range(x.ndim - stats.mean.ndim))
+    n_local = jnp.float32(jnp.prod(jnp.array([x.shape[a] for a in batch_axes])))
+    mean_local = jnp.mean(x, axis=batch_axes)
+    sq_local = jnp.mean(jnp.square(x), axis=batch_axes)
+    batch_mean = axes.pmean(mean_local, axis_name)
+    batch_var = axes.pmean(sq_local, axis_name) - jnp.square(batch_mean)
+    n = n_local * axes.axis_size(axis_name)
+    delta = batch_mean - stats.mean
+    total = stats.count + n
+    mean = stats.mean + delta * n / total
+    m2 = stats.var * stats.count + batch_var * n + jnp.square(delta) * stats.count * n / total
+    return RunningStats(mean, m2 / total, total)
+
+
+def normalize(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
+    return jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + 1e-8), -clip, clip)

@@ -1,0 +1,56 @@
+"""Return estimators. Unbatched over time ``[T]``; callers ``vmap`` over envs."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+
+def gae_advantages(
+    reward_t: jax.Array,
+    value_tm1: jax.Array,
+    bootstrap_value_t: jax.Array,
+    terminated_t: jax.Array,
+    done_t: jax.Array,
+    gamma: float,
+    lambda_: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+
+    With auto-resetting environments, step ``t`` takes ``obs_t`` to the observation whose
+    value is ``bootstrap_value_t``: the value of the next observation, or, where the
+    episode was truncated, the value of the final observation before the reset. On
+    termination the bootstrap is zero. ``done_t`` (terminated or truncated) cuts the
+    lambda-trace so advantages never leak across episodes::
+
+        delta_t = r_t + gamma * (1 - terminated_t) * bootstrap_value_t - v_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
+
+    Args:
+      reward_t: ``[T]`` rewards.
+      value_tm1: ``[T]`` values ``V(obs_t)`` of the observations acted on.
+      bootstrap_value_t: ``[T]`` values of the observations each step reached.
+      terminated_t: ``[T]`` bool, episode terminated at this step.
+      done_t: ``[T]`` bool, episode ended (terminated or truncated) at this step.
+      gamma: discount.
+      lambda_: GAE lambda.
+
+    Returns:
+      ``(advantages [T], returns [T])`` with ``returns = advantages + value_tm1``.
+    """
+    chex.assert_rank([reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t], 1)
+    chex.assert_equal_shape([reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t])
+    not_terminated = 1.0 - terminated_t.astype(reward_t.dtype)
+    not_done = 1.0 - done_t.astype(reward_t.dtype)
+    delta_t = reward_t + gamma * not_terminated * bootstrap_value_t - value_tm1
+    decay_t = gamma * lambda_ * not_done
+
+    def body(acc, xs):
+        delta, decay = xs
+        acc = delta + decay * acc
+        return acc, acc
+
+    _, advantages = jax.lax.scan(body, jnp.zeros((), delta_t.dtype), (delta_t, decay_t),
+                                 reverse=True)
+    return advantages, advantages + value_tm1

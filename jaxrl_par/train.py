@@ -1,0 +1,292 @@
+"""The runner: seeds x chunks of scanned updates, progress, logs, checkpoints.
+
+It knows algorithms only through their protocol (``init``/``update``): ``jax.vmap`` over
+seeds, ``lax.scan`` over the updates of one chunk, a host loop over chunks that drives a
+progress bar, writes ``metrics.jsonl`` and a checkpoint, and checks losses for NaN.
+The chunk function is compiled once; chunked training equals one long scan, and resuming
+from the checkpoint equals never stopping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par import checkpoint
+from jaxrl_par.algos.base import Algorithm
+
+CHECKPOINT = "checkpoint.npz"
+METRICS = "metrics.jsonl"
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+      state: final training state; every leaf has a leading seed axis ``[S, ...]``.
+      metrics: ``name -> [S, U]`` per-update metrics of every seed.
+      env_steps: ``[U]`` environment steps of one seed after each update.
+      seeds: the seeds, in the order of the leading axis.
+      compile_seconds: time to compile the init and chunk functions.
+      train_seconds: wall time of the training loop, compilation excluded.
+      steps_per_second: environment steps per second, all seeds together.
+    """
+
+    state: Any
+    metrics: dict[str, np.ndarray]
+    env_steps: np.ndarray
+    seeds: list[int]
+    compile_seconds: float
+    train_seconds: float
+    steps_per_second: float
+
+    @property
+    def returns(self) -> np.ndarray:
+        """``[S, U]`` mean return of episodes finished in each update, forward-filled
+        over updates in which none finished (NaN before the first)."""
+        r = np.array(self.metrics["episode_return"], dtype=np.float64)
+        for s in range(r.shape[0]):
+            last = np.nan
+            for u in range(r.shape[1]):
+                if np.isnan(r[s, u]):
+                    r[s, u] = last
+                else:
+                    last = r[s, u]
+        return r
+
+    def final_returns(self, fraction: float = 0.05) -> np.ndarray:
+        """``[S]`` mean episode return over the last ``fraction`` of updates, per seed."""
+        r = np.asarray(self.metrics["episode_return"], dtype=np.float64)
+        k = max(1, int(math.ceil(r.shape[1] * fraction)))
+        tail = r[:, -k:]
+        out = np.full(r.shape[0], np.nan)
+        for s in range(r.shape[0]):
+            vals = tail[s][~np.isnan(tail[s])]
+            if vals.size:
+                out[s] = vals.mean()
+            else:  # no episode finished at the end: report the last one that did
+                filled = self.returns[s]
+                out[s] = filled[-1]
+        return out
+
+
+def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[int]]:
+    """``[S]`` PRNG keys from a seed, a list of seeds, or a ``[S]`` key array."""
+    if isinstance(seeds, jax.Array) and jnp.issubdtype(seeds.dtype, jax.dtypes.prng_key):
+        keys = seeds.reshape(-1)
+        return keys, list(range(keys.shape[0]))
+    if isinstance(seeds, (int, np.integer)):
+        seeds = [int(seeds)]
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("no seeds given")
+    return jnp.stack([jax.random.key(s) for s in seeds]), seeds
+
+
+def choose_chunk(num_updates: int, num_chunks: int) -> int:
+    """Updates per chunk: a divisor of ``num_updates`` close to ``num_updates/num_chunks``
+    if there is one (no masked updates), else the ceiling."""
+    target = max(1, math.ceil(num_updates / max(1, num_chunks)))
+    for d in range(target, max(1, target // 2) - 1, -1):
+        if num_updates % d == 0:
+            return d
+    return target
+
+
+def make_chunk_fn(algo: Algorithm, chunk_updates: int, example_state) -> Callable:
+    """``chunk(states [S, ...], start) -> (states, metrics [S, chunk_updates])``.
+
+    Runs updates ``start .. start + chunk_updates - 1`` of every seed; updates at or past
+    ``algo.num_updates`` are skipped (``lax.cond`` on an unbatched index) and their
+    metrics are zeros, which the host drops.
+    """
+    masked = algo.num_updates % chunk_updates != 0
+    _, metrics_shape = jax.eval_shape(algo.update, example_state)
+
+    def skip(state):
+        return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)
+
+    def body(state, t):
+        if masked:
+            return jax.lax.cond(t < algo.num_updates, algo.update, skip, state)
+        return algo.update(state)
+
+    def chunk_one(state, start):
+        return jax.lax.scan(body, state, start + jnp.arange(chunk_updates))
+
+    return jax.jit(jax.vmap(chunk_one, in_axes=(0, None)), donate_argnums=0)
+
+
+def _to_host_rows(metrics: dict[str, jax.Array], n_valid: int) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v)[:, :n_valid] for k, v in metrics.items()}
+
+
+def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
+    for name, values in metrics.items():
+        if "loss" in name and not np.all(np.isfinite(values)):
+            seed, u = np.argwhere(~np.isfinite(values))[0]
+            raise FloatingPointError(
+                f"{name} became {values[seed, u]} at update {first_update + u} (seed index "
+                f"{seed}); training stopped. Lower the learning rate, clip gradients harder "
+                "(max_grad_norm) or normalise observations (normalize_obs=true)."
+            )
+
+
+def train(
+    algo: Algorithm,
+    seeds: int | Sequence[int] | jax.Array = 0,
+    *,
+    num_chunks: int = 20,
+    log_dir: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    callback: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+    chunk_fn_factory: Callable[..., Callable] | None = None,
+) -> TrainResult:
+    """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
+
+    Args:
+      algo: an :class:`Algorithm` (``init``/``update`` pair).
+      seeds: an int, a list of ints, or ``[S]`` PRNG keys; seeds are vmapped.
+      num_chunks: host round-trips (progress, logs, checkpoint) over the run.
+      log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
+        and ``checkpoint.npz`` (after every chunk).
+      resume: continue from ``log_dir``'s checkpoint if there is one.
+      progress: show a tqdm progress bar.
+      callback: ``callback(updates_done, chunk_metrics)`` after each chunk.
+      chunk_fn_factory: replaces :func:`make_chunk_fn` (``jaxrl_par.parallel`` uses it to
+        shard the chunk over a device mesh).
+
+    Returns:
+      A :class:`TrainResult`.
+    """
+    keys, seed_list = seed_keys(seeds)
+    num_updates = algo.num_updates
+    chunk_updates = choose_chunk(num_updates, num_chunks)
+    factory = chunk_fn_factory or make_chunk_fn
+
+    t0 = time.perf_counter()
+    init_fn = jax.jit(jax.vmap(algo.init))
+    state = init_fn(keys)
+    jax.block_until_ready(state)
+    example = jax.tree.map(lambda x: x[0], state)
+    chunk_fn = factory(algo, chunk_updates, example)
+    compiled = chunk_fn.lower(state, jnp.int32(0)).compile()
+    compile_seconds = time.perf_counter() - t0
+
+    done_updates = 0
+    history: dict[str, list[np.ndarray]] = {}
+    ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        if resume and os.path.exists(ckpt_path):
+            state, meta = checkpoint.load(ckpt_path, state)
+            done_updates = int(meta["updates_done"])
+            if meta.get("seeds") != seed_list:
+                raise ValueError(f"checkpoint seeds {meta.get('seeds')} != requested {seed_list}")
+            history = _read_history(os.path.join(log_dir, METRICS), done_updates)
+        else:
+            with open(os.path.join(log_dir, METRICS), "w"):
+                pass
+        with open(os.path.join(log_dir, "config.json"), "w") as f:
+            json.dump({"config": _jsonable(dataclasses.asdict(algo.config)
+                                           if dataclasses.is_dataclass(algo.config) else {}),
+                       "seeds": seed_list, "num_updates": num_updates}, f, indent=1)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=num_updates * algo.env_steps_per_update, unit="step", unit_scale=True,
+                   initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
+    t_start = time.perf_counter()
+    steps_run = 0
+    try:
+        while done_updates < num_updates:
+            state, metrics = compiled(state, jnp.int32(done_updates))
+            n_valid = min(chunk_updates, num_updates - done_updates)
+            rows = _to_host_rows(metrics, n_valid)
+            _check_finite(rows, done_updates)
+            for k, v in rows.items():
+                history.setdefault(k, []).append(v)
+            if log_dir:
+                _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
+                             algo.env_steps_per_update)
+            done_updates += n_valid
+            steps_run += n_valid
+            if log_dir:
+                checkpoint.save(ckpt_path, state, {"updates_done": done_updates,
+                                                   "seeds": seed_list})
+            if bar is not None:
+                bar.update(n_valid * algo.env_steps_per_update)
+                ret = rows["episode_return"]
+                if np.any(~np.isnan(ret)):
+                    bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
+            if callback is not None:
+                callback(done_updates, rows)
+    finally:
+        if bar is not None:
+            bar.close()
+    train_seconds = time.perf_counter() - t_start
+    total_steps = steps_run * algo.env_steps_per_update * len(seed_list)
+    metrics = {k: np.concatenate(v, axis=1) for k, v in history.items()}
+    return TrainResult(
+        state=state,
+        metrics=metrics,
+        env_steps=(np.arange(num_updates) + 1) * algo.env_steps_per_update,
+        seeds=seed_list,
+        compile_seconds=compile_seconds,
+        train_seconds=train_seconds,
+        steps_per_second=total_steps / max(train_seconds, 1e-9),
+    )
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (int, float, str, bool)) or x is None:
+        return x
+    return repr(x)
+
+
+def _append_rows(path, rows, first_update, steps_per_update):
+    names = sorted(rows)
+    with open(path, "a") as f:
+        for u in range(next(iter(rows.values())).shape[1]):
+            rec = {"update": first_update + u + 1,
+                   "env_steps": (first_update + u + 1) * steps_per_update}
+            for k in names:
+                rec[k] = [None if not np.isfinite(x) else float(x) for x in rows[k][:, u]]
+            f.write(json.dumps(rec) + "\n")
+
+
+def _read_history(path, n_updates) -> dict[str, list[np.ndarray]]:
+    """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays."""
+    if not os.path.exists(path):
+        return {}
+    cols: dict[str, list] = {}
+    kept = []
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["update"] > n_updates:
+                break
+            kept.append(line)
+            for k, v in rec.items():
+                if k not in ("update", "env_steps"):
+                    cols.setdefault(k, []).append([np.nan if x is None else x for x in v])
+    with open(path, "w") as f:  # drop rows written after the checkpoint
+        f.writelines(kept)
+    return {k: [np.asarray(v, np.float32).T] for k, v in cols.items()}
