@@ -30,6 +30,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxrl_par.replay import checks
@@ -191,7 +192,7 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 32) -> Buffe
         checks.check_batch_size(batch_size)
         checks.check_not_empty(state.storage.size)
         if storage_lib.is_concrete(state.tree.sums[-1]) and state.tree.sums[-1].ndim == 1:
-            if not float(jnp.sum(state.tree.sums[-1])) > 0:
+            if not float(np.sum(np.asarray(state.tree.sums[-1]))) > 0:
                 raise ValueError(
                     "sample: every stored priority is zero, nothing can be drawn; "
                     "give some items a positive priority with update_priorities."

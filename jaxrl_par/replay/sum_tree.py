@@ -80,6 +80,8 @@ def total(tree: SumMinTree) -> jax.Array:
 
 def minimum(tree: SumMinTree) -> jax.Array:
     """float32 `[]` smallest positive leaf mass, +inf if every leaf is zero."""
+    if not tree.mins:  # one level: the leaves are the top
+        return jnp.min(jnp.where(tree.sums[0] > 0, tree.sums[0], jnp.inf))
     return jnp.min(tree.mins[-1])
 
 

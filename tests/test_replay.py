@@ -1,0 +1,348 @@
+"""Replay buffers: storage ring, sampling law, IS weights, rules, errors, vmap/shard_map."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_par import replay
+
+EXAMPLE = {"obs": jnp.zeros(3, jnp.float32), "action": jnp.int32(0)}
+
+
+def batch(ids):
+    ids = np.asarray(ids, np.int32)
+    return {"obs": jnp.asarray(np.repeat(ids[:, None], 3, 1), jnp.float32), "action": jnp.asarray(ids)}
+
+
+def chi_square_pvalue(counts, expected):
+    """Pearson chi-square over bins with expected >= 5 (the rest lumped into one bin)."""
+    big = expected >= 5
+    obs = list(counts[big]) + ([counts[~big].sum()] if (~big).any() else [])
+    exp = list(expected[big]) + ([expected[~big].sum()] if (~big).any() else [])
+    obs, exp = np.asarray(obs, float), np.asarray(exp, float)
+    keep = exp > 0
+    stat = float((((obs - exp) ** 2)[keep] / exp[keep]).sum())
+    dof = int(keep.sum()) - 1
+    if dof == 0:  # a single bin: the counts must match exactly
+        return 1.0 if stat == 0 else 0.0
+    try:
+        from scipy.stats import chi2
+
+        return float(chi2.sf(stat, dof))
+    except ImportError:  # Wilson-Hilferty normal approximation
+        z = ((stat / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / np.sqrt(2 / (9 * dof))
+        return float(0.5 * np.math.erfc(z / np.sqrt(2)))
+
+
+def draw_counts(buf, state, n_calls, batch_size, seed=0):
+    keys = jax.random.split(jax.random.key(seed), n_calls)
+    idx = jax.jit(jax.vmap(lambda k: buf.sample(state, k, batch_size).indices))(keys)
+    return np.bincount(np.asarray(idx).ravel(), minlength=buf.capacity)
+
+
+# --- storage ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [[3, 4, 7], [10], [9, 9, 9, 2], [1] * 23])
+def test_wrap_around_keeps_newest(sizes):
+    buf = replay.uniform(capacity=10)
+    state = buf.init(EXAMPLE)
+    start = 0
+    for n in sizes:
+        state = buf.add(state, batch(np.arange(start, start + n)))
+        start += n
+    total = start
+    assert int(state.size) == min(total, 10)
+    assert int(state.insert_pos) == total % 10
+    stored = np.asarray(state.data["action"])[: int(state.size)]
+    assert sorted(stored.tolist()) == list(range(max(0, total - 10), total))
+    # The item with id i sits in slot i % capacity.
+    for i in range(max(0, total - 10), total):
+        assert stored[i % 10] == i
+        np.testing.assert_array_equal(np.asarray(state.data["obs"])[i % 10], [i] * 3)
+
+
+def test_can_sample():
+    buf = replay.prioritized(capacity=8)
+    state = buf.init(EXAMPLE)
+    assert not bool(buf.can_sample(state, 1))
+    state = buf.add(state, batch([0, 1, 2]))
+    assert bool(buf.can_sample(state, 3)) and not bool(buf.can_sample(state, 4))
+
+
+# --- sampling law ----------------------------------------------------------------------
+
+DISTRIBUTIONS = {
+    "random": np.random.default_rng(0).uniform(0.1, 2.0, 64),
+    "skewed": np.logspace(-6, 3, 64),
+    "zeros": np.where(np.arange(64) % 3 == 0, 0.0, np.random.default_rng(1).uniform(0, 5, 64)),
+    "one_hot": np.eye(64)[17] * 3.0,
+    "skewed_with_zeros": np.where(np.arange(64) % 2 == 0, 0.0, np.logspace(-8, 4, 64)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_prioritized_sampling_frequencies(name, alpha):
+    p = DISTRIBUTIONS[name]
+    buf = replay.prioritized(capacity=64, alpha=alpha, branching=4)
+    state = buf.init(EXAMPLE)
+    state = buf.add(state, batch(np.arange(64)), priorities=jnp.asarray(p, jnp.float32))
+    counts = draw_counts(buf, state, n_calls=100, batch_size=1024)
+    mass = np.where(p > 0, np.power(p.astype(np.float32), alpha, dtype=np.float64), 0)
+    expected = counts.sum() * mass / mass.sum()
+    assert counts[p == 0].sum() == 0, "a zero-priority slot was sampled"
+    assert chi_square_pvalue(counts, expected) > 1e-3
+
+
+def test_uniform_sampling_frequencies():
+    buf = replay.uniform(capacity=64)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(40)))  # 40 of 64 slots stored
+    counts = draw_counts(buf, state, n_calls=50, batch_size=1024)
+    assert counts[40:].sum() == 0
+    expected = np.where(np.arange(64) < 40, counts.sum() / 40, 0.0)
+    assert chi_square_pvalue(counts[:40], expected[:40]) > 1e-3
+    s = buf.sample(state, jax.random.key(3), 16)
+    np.testing.assert_allclose(s.probabilities, 1 / 40)
+    np.testing.assert_array_equal(s.weights, 1.0)
+    np.testing.assert_array_equal(s.transitions["action"], s.indices)
+
+
+def test_stratified_one_draw_per_slice():
+    # Equal masses, batch == size: stratification draws every item exactly once.
+    buf = replay.prioritized(capacity=16)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(16)))
+    s = buf.sample(state, jax.random.key(0), 16)
+    np.testing.assert_array_equal(np.sort(s.indices), np.arange(16))
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
+def test_importance_weights_match_numpy(beta):
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.01, 10.0, 50).astype(np.float32)
+    p[[3, 7]] = 0.0
+    alpha = 0.7
+    buf = replay.prioritized(capacity=64, alpha=alpha, branching=8)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(50)), priorities=jnp.asarray(p))
+    s = buf.sample(state, jax.random.key(1), 256, beta=beta)
+    mass = np.where(p > 0, np.power(p, alpha, dtype=np.float64), 0.0)
+    prob = mass / mass.sum()
+    n = 50
+    w_all = np.where(prob > 0, (n * np.where(prob > 0, prob, 1)) ** -beta, 0)
+    w_ref = w_all / w_all[prob > 0].max()  # max over the whole buffer, not the batch
+    i = np.asarray(s.indices)
+    np.testing.assert_allclose(s.probabilities, prob[i], rtol=1e-5)
+    np.testing.assert_allclose(s.weights, w_ref[i], rtol=1e-5)
+    np.testing.assert_array_equal(s.transitions["action"], i)
+
+
+def test_new_items_get_max_priority_seen():
+    buf = replay.prioritized(capacity=8, alpha=1.0)
+    state = buf.add(buf.init(EXAMPLE), batch([0, 1]))  # max seen starts at 1
+    np.testing.assert_allclose(state.tree.sums[0][:2], [1.0, 1.0])
+    state = buf.update_priorities(state, jnp.array([0]), jnp.array([5.0]))
+    state = buf.update_priorities(state, jnp.array([0]), jnp.array([0.5]))
+    state = buf.add(state, batch([2]))
+    assert float(state.tree.sums[0][2]) == 5.0  # the max ever seen, not the current max
+    state = buf.add(state, batch([3]), priorities=jnp.array([7.0]))
+    state = buf.add(state, batch([4]))
+    assert float(state.tree.sums[0][4]) == 7.0
+
+
+def test_duplicate_indices_last_occurrence_wins():
+    buf = replay.prioritized(capacity=8, alpha=1.0, branching=2)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(8)))
+    idx = jnp.array([3, 5, 3, 3, 5, 1])
+    pri = jnp.array([1.0, 2.0, 3.0, 4.0, 6.0, 7.0])
+    state = buf.update_priorities(state, idx, pri)
+    leaves = np.asarray(state.tree.sums[0])
+    np.testing.assert_array_equal(leaves[[1, 3, 5]], [7.0, 4.0, 6.0])
+    assert float(buf.total_priority(state)) == 7 + 4 + 6 + 5 * 1.0
+    # Same rule under jit.
+    state2 = jax.jit(buf.update_priorities)(state, idx, pri[::-1])
+    np.testing.assert_array_equal(np.asarray(state2.tree.sums[0])[[1, 3, 5]], [1.0, 3.0, 2.0])  # last occurrences of 1, 3, 5: 1, 3, 2
+
+
+# --- errors ----------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["prioritized", "uniform"])
+def filled(request):
+    buf = getattr(replay, request.param)(capacity=8)
+    return buf, buf.add(buf.init(EXAMPLE), batch([0, 1, 2]))
+
+
+def test_add_structure_dtype_shape_errors(filled):
+    buf, state = filled
+    with pytest.raises(ValueError, match="structure"):
+        buf.add(state, {"obs": jnp.zeros((2, 3))})
+    with pytest.raises(ValueError, match="dtype.*astype"):
+        buf.add(state, {"obs": jnp.zeros((2, 3)), "action": jnp.zeros(2, jnp.float32)})
+    with pytest.raises(ValueError, match=r"shape \(2, 4\)"):
+        buf.add(state, {"obs": jnp.zeros((2, 4)), "action": jnp.zeros(2, jnp.int32)})
+    with pytest.raises(ValueError, match="leading batch axis"):
+        buf.add(state, {"obs": jnp.zeros(3), "action": jnp.int32(0)})
+    with pytest.raises(ValueError, match="batch size"):
+        buf.add(state, {"obs": jnp.zeros((2, 3)), "action": jnp.zeros(3, jnp.int32)})
+
+
+def test_batch_larger_than_capacity_names_both(filled):
+    buf, state = filled
+    with pytest.raises(ValueError, match="batch of 9 .* capacity 8"):
+        buf.add(state, batch(np.arange(9)))
+    with pytest.raises(ValueError, match="batch of 9 .* capacity 8"):
+        jax.jit(buf.add)(state, batch(np.arange(9)))  # static: raised under jit too
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
+def test_bad_priorities(filled, bad):
+    buf, state = filled
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        buf.add(state, batch([5, 6]), priorities=jnp.array([1.0, bad]))
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        buf.update_priorities(state, jnp.array([0, 1]), jnp.array([bad, 1.0]))
+
+
+def test_update_errors(filled):
+    buf, state = filled
+    with pytest.raises(ValueError, match="outside the 3 stored items"):
+        buf.update_priorities(state, jnp.array([0, 3]), jnp.array([1.0, 1.0]))
+    with pytest.raises(ValueError, match="shape"):
+        buf.update_priorities(state, jnp.array([0, 1]), jnp.array([1.0]))
+    with pytest.raises(ValueError, match="integers"):
+        buf.update_priorities(state, jnp.array([0.0]), jnp.array([1.0]))
+
+
+def test_sample_errors(filled):
+    buf, state = filled
+    with pytest.raises(ValueError, match="empty.*add transitions first"):
+        buf.sample(buf.init(EXAMPLE), jax.random.key(0), 4)
+    with pytest.raises(ValueError, match="Python int"):
+        buf.sample(state, jax.random.key(0), jnp.int32(4))
+
+
+def test_sample_all_zero_priorities_error():
+    buf = replay.prioritized(capacity=8)
+    state = buf.add(buf.init(EXAMPLE), batch([0, 1]), priorities=jnp.zeros(2))
+    with pytest.raises(ValueError, match="every stored priority is zero"):
+        buf.sample(state, jax.random.key(0), 4)
+
+
+def test_in_jit_fallbacks():
+    """Inside jit: NaN/inf/negative -> 0 (never sampled); out-of-range indices ignored;
+    empty buffer -> weight 0 and probability 0."""
+    buf = replay.prioritized(capacity=8, alpha=1.0)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(6)))
+    pri = jnp.array([jnp.nan, jnp.inf, -2.0, 3.0, 0.0])
+    state = jax.jit(buf.update_priorities)(state, jnp.array([0, 1, 2, 3, 7]), pri)
+    np.testing.assert_array_equal(np.asarray(state.tree.sums[0])[:8], [0, 0, 0, 3, 1, 1, 0, 0])
+    assert float(state.max_priority) == 3.0
+    idx = jax.jit(lambda s, k: buf.sample(s, k, 512).indices)(state, jax.random.key(0))
+    assert set(np.asarray(idx).tolist()) <= {3, 4, 5}
+    empty = jax.jit(lambda s, k: buf.sample(s, k, 4))(buf.init(EXAMPLE), jax.random.key(0))
+    np.testing.assert_array_equal(empty.weights, 0.0)
+    np.testing.assert_array_equal(empty.probabilities, 0.0)
+
+
+# --- vmap / shard_map / donation -------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["prioritized", "uniform"])
+def test_vmap_equals_separate_buffers(kind):
+    buf = getattr(replay, kind)(capacity=16)
+    n_buf = 3
+    data = [batch(np.arange(10) + 100 * b) for b in range(n_buf)]
+    pri = [jnp.asarray(np.random.default_rng(b).uniform(0, 2, 10), jnp.float32) for b in range(n_buf)]
+    keys = jax.random.split(jax.random.key(0), n_buf)
+
+    def step(state, x, p, key):
+        state = buf.add(state, x, p)
+        s = buf.sample(state, key, 8, 0.5)
+        state = buf.update_priorities(state, s.indices, s.probabilities * 10 + 0.1)
+        return state, s
+
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    states = jax.vmap(lambda _: buf.init(EXAMPLE))(jnp.arange(n_buf))
+    vs, vsample = jax.jit(jax.vmap(step))(states, stack(data), stack(pri), keys)
+    separate = [step(buf.init(EXAMPLE), data[b], pri[b], keys[b]) for b in range(n_buf)]
+    sep_states, sep_samples = stack([s for s, _ in separate]), stack([s for _, s in separate])
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-6)  # vmapped pow: 1 ulp
+    jax.tree.map(close, vs, sep_states)
+    jax.tree.map(close, vsample, sep_samples)
+
+
+def test_shard_map_per_device_buffers_and_global_sample():
+    """Each device holds its own shard; a global stratified sample uses the documented
+    recipe (psum of totals, exclusive prefix, pmin of minima)."""
+    devices = jax.devices()
+    d = len(devices)
+    mesh = jax.make_mesh((d,), ("shard",), devices=devices)
+    P = jax.sharding.PartitionSpec
+    buf = replay.prioritized(capacity=32, alpha=1.0)
+    B = 64
+
+    def body(x, p, key):
+        x, p = jax.tree.map(lambda a: a[0], (x, p))
+        state = buf.add(buf.init(EXAMPLE), x, p)
+        local_total = buf.total_priority(state)
+        totals = jax.lax.all_gather(local_total, "shard")
+        offset = jnp.sum(jnp.where(jnp.arange(d) < jax.lax.axis_index("shard"), totals, 0.0))
+        targets = replay.stratified_uniforms(key, B) * jnp.sum(totals) - offset
+        mine = (targets >= 0) & (targets < local_total)
+        s = buf.sample_at(
+            state,
+            jnp.where(mine, targets, 0.0),
+            0.4,
+            total=jnp.sum(totals),
+            min_priority=jax.lax.pmin(buf.min_priority(state), "shard"),
+        )
+        ids = jnp.where(mine, s.transitions["action"], -1)
+        return ids[None], jnp.where(mine, s.probabilities, 0.0)[None]
+
+    x = batch(np.arange(20 * d).reshape(d, 20).ravel())
+    x = jax.tree.map(lambda a: a.reshape(d, 20, *a.shape[1:]), x)
+    p = jnp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, (d, 20)), jnp.float32)
+    f = jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(P("shard"), P("shard"), P()), out_specs=P("shard"))
+    )
+    sharded = jax.sharding.NamedSharding(mesh, P("shard"))
+    x, p = jax.device_put((x, p), sharded)
+    ids, probs = f(x, p, jax.random.key(0))
+    ids, probs = np.asarray(ids), np.asarray(probs)
+    assert ((ids >= 0).sum(0) == 1).all()  # every draw lands on exactly one shard
+    flat_p = np.asarray(p).ravel()
+    got = ids.max(0)
+    np.testing.assert_allclose(probs.sum(0), flat_p[got] / flat_p.sum(), rtol=1e-5)
+
+
+def test_jit_with_donation_and_no_recompile():
+    buf = replay.prioritized(capacity=64)
+    add = jax.jit(buf.add, donate_argnums=0)
+    upd = jax.jit(buf.update_priorities, donate_argnums=0)
+    sample = jax.jit(buf.sample, static_argnums=2)
+    state = buf.init(EXAMPLE)
+    for i in range(5):
+        state = add(state, batch(np.arange(8) + 8 * i), jnp.ones(8))
+        s = sample(state, jax.random.key(i), 16)
+        state = upd(state, s.indices, jnp.full(16, 2.0))
+    assert add._cache_size() == 1 and upd._cache_size() == 1 and sample._cache_size() == 1
+
+
+def test_sample_indices_and_transitions_agree():
+    buf = replay.prioritized(capacity=32)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(20)))
+    state = buf.add(state, batch(np.arange(20, 40)))  # wrapped: ids 8..39
+    s = buf.sample(state, jax.random.key(0), 64)
+    ids = np.asarray(s.transitions["action"])
+    np.testing.assert_array_equal(ids % 32, s.indices)
+    assert ids.min() >= 8
+
+
+def test_uniform_update_priorities_is_a_checked_noop():
+    buf = replay.uniform(capacity=8)
+    state = buf.add(buf.init(EXAMPLE), batch([0, 1]))
+    same = buf.update_priorities(state, jnp.array([1]), jnp.array([3.0]))
+    jax.tree.map(np.testing.assert_array_equal, same, state)
