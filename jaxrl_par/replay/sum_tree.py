@@ -85,15 +85,28 @@ def minimum(tree: SumMinTree) -> jax.Array:
     return jnp.min(tree.mins[-1])
 
 
-def last_occurrence(indices: jax.Array) -> jax.Array:
-    """bool `[n]`: True where `indices[i]` does not occur again later in the batch.
+def sort_last_occurrence(indices: jax.Array, bound: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Sorts a batch of indices and marks the last occurrence (in batch order) of each.
 
-    A stable sort groups equal indices in batch order; the last of each run wins.
+    Args:
+        indices: int32 `[n]` in `[0, bound]`.
+        bound: static upper bound of the indices.
+
+    Returns:
+        `(sorted_indices, positions, is_last)`, each `[n]`: the indices in ascending order,
+        their positions in the input batch, and True where an index does not occur again
+        later in the batch. Equal indices stay in batch order, so the last of each run wins.
     """
-    order = jnp.argsort(indices, stable=True)
-    sorted_idx = indices[order]
-    is_last_sorted = jnp.concatenate([sorted_idx[1:] != sorted_idx[:-1], jnp.array([True])])
-    return jnp.zeros(indices.shape, bool).at[order].set(is_last_sorted, unique_indices=True)
+    n = indices.shape[0]
+    positions = jnp.arange(n, dtype=jnp.int32)
+    if (bound + 1) * n < 2**31:  # one packed int32 key: a single-operand sort, fast on CPU
+        packed = jax.lax.sort(indices * n + positions)
+        sorted_idx, positions = packed // n, packed % n
+    else:
+        positions = jnp.argsort(indices, stable=True).astype(jnp.int32)
+        sorted_idx = indices[positions]
+    is_last = jnp.concatenate([sorted_idx[1:] != sorted_idx[:-1], jnp.array([True])])
+    return sorted_idx, positions, is_last
 
 
 def update(
@@ -120,21 +133,22 @@ def update(
     chex.assert_equal_shape([indices, values])
     k = tree.branching
     indices = indices.astype(jnp.int32)
+    values = values.astype(jnp.float32)
     leaf = tree.sums[0]
-    if valid is None:
-        node = indices
-        keep = jnp.ones(indices.shape, bool)
+    out_of_range = leaf.shape[0]  # scatter index that is dropped
+    if valid is not None:
+        indices = jnp.where(valid, indices, out_of_range)
+    if unique:
+        keep = indices < out_of_range
     else:
-        # Invalid entries write no leaf and recompute the (harmless) path of leaf 0.
-        node = jnp.where(valid, indices, 0)
-        keep = valid
-    if unique and valid is None:
-        leaf = leaf.at[indices].set(values.astype(jnp.float32), unique_indices=True)
-    else:
-        if not unique:
-            keep = keep & last_occurrence(indices)
-        dropped = jnp.where(keep, indices, leaf.shape[0])  # out of range: dropped
-        leaf = leaf.at[dropped].set(values.astype(jnp.float32), mode="drop")
+        indices, positions, keep = sort_last_occurrence(indices, out_of_range)
+        values = values[positions]
+        keep = keep & (indices < out_of_range)
+    leaf = leaf.at[jnp.where(keep, indices, out_of_range)].set(
+        values, mode="drop", indices_are_sorted=not unique
+    )
+    # Entries that wrote nothing recompute the (harmless) path of leaf 0.
+    node = jnp.where(indices < out_of_range, indices, 0)
     sums, mins = [leaf], []
     for level in range(1, len(tree.sums)):
         node = node // k
@@ -185,13 +199,18 @@ def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
     residual = jnp.maximum(targets.astype(jnp.float32), 0.0)
     node = jnp.zeros(targets.shape, jnp.int32)
     lanes = jnp.arange(k, dtype=jnp.int32)
+    prefix = (lanes[:, None] <= lanes[None, :]).astype(jnp.float32)  # [K, K] inclusive
     for level in range(len(tree.sums) - 1, -1, -1):
         children = tree.sums[level].reshape(-1, k)[node]  # [n, K]
-        cumulative = jnp.cumsum(children, axis=-1)
-        first = jnp.sum(cumulative <= residual[:, None], axis=-1).astype(jnp.int32)
+        # Inclusive prefix sums as a small matmul: much faster than cumsum on CPU.
+        cumulative = jnp.dot(children, prefix, precision=jax.lax.Precision.HIGHEST)
+        # The first child with positive mass whose prefix passes the residual; testing the
+        # mass too keeps zero-mass children out even if rounding made prefixes non-monotone.
+        hit = (cumulative > residual[:, None]) & (children > 0)
+        first = jnp.min(jnp.where(hit, lanes, k), axis=-1)
         last_positive = jnp.max(jnp.where(children > 0, lanes, 0), axis=-1)
         child = jnp.where(first < k, first, last_positive)
-        before = jnp.take_along_axis(cumulative - children, child[:, None], axis=-1)[:, 0]
+        before = jnp.max(jnp.where(lanes < child[:, None], cumulative, 0.0), axis=-1)
         residual = jnp.maximum(residual - before, 0.0)
         node = node * k + child
     return node

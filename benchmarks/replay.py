@@ -1,0 +1,256 @@
+"""Replay benchmark: jaxrl_par.replay against flashbax 0.1.3, side by side in one run.
+
+Ops: add (batch 256, 4096), sample (256, 1024), update_priorities (256, 1024), at
+capacity 2^17 and 2^20, for CartPole-sized and MinAtar-sized transitions. Every op is
+jitted (state donated where the op returns it), compiled apart (`lower().compile()`),
+then timed with `block_until_ready`; ours and flashbax's calls alternate within each
+repeat and the figure is the median over repeats of the per-repeat median.
+
+    taskset -c 0 python benchmarks/replay.py            # full run
+    python benchmarks/replay.py --quick                 # smoke run (2^17, CartPole)
+
+Writes benchmarks/results/replay.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par import replay
+from jaxrl_par.replay import storage as storage_lib
+
+
+def transition(kind: str):
+    if kind == "cartpole":
+        obs = jnp.zeros(4, jnp.float32)
+    elif kind == "minatar":
+        obs = jnp.zeros((10, 10, 4), jnp.uint8)
+    else:
+        raise ValueError(kind)
+    return {
+        "obs": obs,
+        "action": jnp.int32(0),
+        "reward": jnp.float32(0),
+        "done": jnp.bool_(False),
+        "next_obs": obs,
+    }
+
+
+def batch_of(example, n, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def leaf(x):
+        shape = (n, *x.shape)
+        if x.dtype == jnp.bool_:
+            return jnp.asarray(rng.random(shape) < 0.5)
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(rng.integers(0, 100, shape), x.dtype)
+        return jnp.asarray(rng.normal(size=shape), x.dtype)
+
+    return jax.tree.map(leaf, example)
+
+
+def compile_(fn, *args, donate=()):
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
+    return compiled, time.perf_counter() - t0
+
+
+class Op:
+    """A compiled op and how to call it repeatedly (threading the state if donated)."""
+
+    def __init__(self, fn, state, args, donate, make_args=None):
+        self.state, self.args, self.donate = state, args, donate
+        self.make_args = make_args
+        self.compiled, self.compile_s = compile_(fn, state, *args, donate=(0,) if donate else ())
+
+    def time(self, calls: int) -> float:
+        times = []
+        for i in range(calls):
+            args = self.make_args(i) if self.make_args else self.args
+            t0 = time.perf_counter()
+            out = self.compiled(self.state, *args)
+            jax.block_until_ready(out)
+            times.append(time.perf_counter() - t0)
+            if self.donate:
+                self.state = out
+        return statistics.median(times)
+
+
+def fill(add, state, example, capacity, chunk=4096):
+    chunk = min(chunk, capacity)
+    x = batch_of(example, chunk, seed=1)
+    add = jax.jit(add, donate_argnums=0)
+    for _ in range(capacity // chunk):
+        state = add(state, x)
+    return jax.block_until_ready(state)
+
+
+def bench_case(kind, capacity, args, fbx):
+    example = transition(kind)
+    ours_p = replay.prioritized(capacity=capacity, alpha=0.6)
+    ours_u = replay.uniform(capacity=capacity)
+    rows, ops = [], []
+    keys = [jax.random.key(i) for i in range(64)]
+
+    def key_args(i):
+        return (keys[i % 64],)
+
+    # ---- add -------------------------------------------------------------------------
+    for n in args.add_sizes:
+        x = batch_of(example, n)
+        pri = jnp.asarray(np.random.default_rng(2).uniform(0.1, 2, n), jnp.float32)
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        fb_u = fbx.make_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
+            add_sequences=False,
+        )
+        ops.append((f"prioritized add {n}", [
+            ("ours", Op(ours_p.add, ours_p.init(example), (x, pri), True)),
+            ("flashbax", Op(fb_p.add, fb_p.init(example), (x,), True)),
+        ]))
+        ops.append((f"uniform add {n}", [
+            ("ours", Op(ours_u.add, ours_u.init(example), (x,), True)),
+            ("flashbax", Op(fb_u.add, fb_u.init(example), (x,), True)),
+        ]))
+
+    # ---- sample / update on full buffers ----------------------------------------------
+    chunk = min(4096, capacity)
+    fb_fill = fbx.make_prioritised_flat_buffer(
+        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
+        add_sequences=False, priority_exponent=0.6,
+    )
+    fbu_fill = fbx.make_flat_buffer(
+        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
+        add_sequences=False,
+    )
+    full_p = fill(ours_p.add, ours_p.init(example), example, capacity)
+    full_u = fill(ours_u.add, ours_u.init(example), example, capacity)
+    fb_full_p = fill(fb_fill.add, fb_fill.init(example), example, capacity)
+    fbu_full = fill(fbu_fill.add, fbu_fill.init(example), example, capacity)
+    memory = {
+        "raw_storage_bytes": storage_lib.nbytes(full_p.storage.data),
+        "ours_prioritized_state_bytes": storage_lib.nbytes(full_p),
+        "ours_uniform_state_bytes": storage_lib.nbytes(full_u),
+        "flashbax_prioritized_state_bytes": storage_lib.nbytes(fb_full_p),
+        "flashbax_flat_state_bytes": storage_lib.nbytes(fbu_full),
+    }
+    for name in list(memory)[1:]:
+        extra = memory[name] - memory["raw_storage_bytes"]
+        memory[name.replace("_bytes", "_overhead_float32_per_slot")] = extra / capacity / 4
+
+    for n in args.sample_sizes:
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        fb_u = fbx.make_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False,
+        )
+        ops.append((f"prioritized sample {n}", [
+            ("ours", Op(lambda s, k, n=n: ours_p.sample(s, k, n, 0.4), full_p, (keys[0],), False,
+                        key_args)),
+            ("flashbax", Op(fb_p.sample, fb_full_p, (keys[0],), False, key_args)),
+        ]))
+        ops.append((f"uniform sample {n}", [
+            ("ours", Op(lambda s, k, n=n: ours_u.sample(s, k, n), full_u, (keys[0],), False,
+                        key_args)),
+            ("flashbax", Op(fb_u.sample, fbu_full, (keys[0],), False, key_args)),
+        ]))
+    for n in args.update_sizes:
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        idx = ours_p.sample(full_p, keys[1], n).indices
+        fb_idx = fb_p.sample(fb_full_p, keys[1]).indices
+        pri = jnp.asarray(np.random.default_rng(3).uniform(0.1, 2, n), jnp.float32)
+        # Own copies of the full states: update donates its state.
+        ops.append((f"prioritized update {n}", [
+            ("ours", Op(ours_p.update_priorities, jax.tree.map(jnp.copy, full_p), (idx, pri), True)),
+            ("flashbax", Op(fb_p.set_priorities, jax.tree.map(jnp.copy, fb_full_p), (fb_idx, pri),
+                            True)),
+        ]))
+
+    # ---- timing: interleaved, median of repeats ----------------------------------------
+    samples = {(name, who): [] for name, pair in ops for who, _ in pair}
+    for _ in range(args.repeats):
+        for name, pair in ops:
+            for who, op in pair:
+                samples[(name, who)].append(op.time(args.calls))
+    for name, pair in ops:
+        ours_s = statistics.median(samples[(name, "ours")])
+        fb_s = statistics.median(samples[(name, "flashbax")])
+        compile_s = {who: op.compile_s for who, op in pair}
+        rows.append({
+            "transition": kind, "capacity": capacity, "op": name,
+            "ours_us": ours_s * 1e6, "flashbax_us": fb_s * 1e6,
+            "ours_ops_per_s": 1 / ours_s, "flashbax_ops_per_s": 1 / fb_s,
+            "speedup": fb_s / ours_s,
+            "ours_compile_s": compile_s["ours"], "flashbax_compile_s": compile_s["flashbax"],
+        })
+        print(f"{kind:8s} 2^{int(np.log2(capacity))} {name:24s} ours {ours_s*1e6:9.1f} us  "
+              f"flashbax {fb_s*1e6:9.1f} us  x{fb_s/ours_s:6.2f}", flush=True)
+    # sample + update together (a learner step's replay cost)
+    for n in args.update_sizes:
+        if n in args.sample_sizes:
+            s = next(r for r in rows if r["op"] == f"prioritized sample {n}")
+            u = next(r for r in rows if r["op"] == f"prioritized update {n}")
+            o, f = s["ours_us"] + u["ours_us"], s["flashbax_us"] + u["flashbax_us"]
+            rows.append({"transition": kind, "capacity": capacity,
+                         "op": f"prioritized sample+update {n}", "ours_us": o, "flashbax_us": f,
+                         "ours_ops_per_s": 1e6 / o, "flashbax_ops_per_s": 1e6 / f,
+                         "speedup": f / o})
+    del ops, full_p, full_u, fb_full_p, fbu_full
+    return rows, memory
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2^17, CartPole, few repeats")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=15)
+    parser.add_argument("--out", default="benchmarks/results/replay.json")
+    args = parser.parse_args()
+    import flashbax as fbx  # bench extra; imported here so the module imports without it
+
+    args.add_sizes, args.sample_sizes, args.update_sizes = [256, 4096], [256, 1024], [256, 1024]
+    cases = [(k, c) for c in (2**17, 2**20) for k in ("cartpole", "minatar")]
+    if args.quick:
+        cases, args.repeats, args.calls = [("cartpole", 2**17)], 2, 5
+    results = {"rows": [], "memory": []}
+    for kind, capacity in cases:
+        rows, memory = bench_case(kind, capacity, args, fbx)
+        results["rows"] += rows
+        results["memory"].append({"transition": kind, "capacity": capacity, **memory})
+        print(json.dumps(results["memory"][-1]), flush=True)
+    import importlib.metadata as md
+
+    results["meta"] = {
+        "date": datetime.date.today().isoformat(),
+        "jax": jax.__version__, "flashbax": md.version("flashbax"),
+        "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
+        "repeats": args.repeats, "calls_per_repeat": args.calls, "quick": args.quick,
+    }
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
