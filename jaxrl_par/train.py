@@ -33,7 +33,8 @@ class TrainResult:
     """What :func:`train` returns.
 
     Attributes:
-      state: final training state; every leaf has a leading seed axis ``[S, ...]``.
+      state: final training state; every leaf has a leading seed axis ``[S, ...]``, or
+        ``[S, D, ...]`` (one copy per data shard) when trained with ``devices``/``pop``.
       metrics: ``name -> [S, U]`` per-update metrics of every seed.
       env_steps: ``[U]`` environment steps of one seed after each update.
       seeds: the seeds, in the order of the leading axis.
@@ -152,6 +153,9 @@ def train(
     progress: bool = True,
     callback: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     chunk_fn_factory: Callable[..., Callable] | None = None,
+    devices: int | Sequence[jax.Device] | None = None,
+    pop: int | None = None,
+    debug_replication: bool = False,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -166,6 +170,15 @@ def train(
       callback: ``callback(updates_done, chunk_metrics)`` after each chunk.
       chunk_fn_factory: replaces :func:`make_chunk_fn` (``jaxrl_par.parallel`` uses it to
         shard the chunk over a device mesh).
+      devices: train on a ``('pop', 'data')`` mesh of this many devices (or these
+        devices; all of every process after ``jax.distributed.initialize``). The
+        algorithm must be made with ``axis_name=jaxrl_par.axes.DATA`` when the data axis
+        has more than one device. See :mod:`jaxrl_par.parallel`.
+      pop: size of the mesh's ``pop`` axis (default 1); must divide the devices, and the
+        number of seeds must be a multiple of it. Each pop shard trains its seeds
+        (vmapped) data-parallel over ``devices / pop`` devices.
+      debug_replication: with a mesh, check after every chunk (not only at the end)
+        that the data-parallel replicas did not diverge.
 
     Returns:
       A :class:`TrainResult`.
@@ -174,12 +187,23 @@ def train(
     num_updates = algo.num_updates
     chunk_updates = choose_chunk(num_updates, num_chunks)
     factory = chunk_fn_factory or make_chunk_fn
+    sharded = None
+    if devices is not None or pop is not None:
+        from jaxrl_par import parallel
+
+        if chunk_fn_factory is not None:
+            raise ValueError("give devices/pop or chunk_fn_factory, not both")
+        mesh = parallel.make_mesh(devices, pop or 1)
+        parallel.check_algorithm(algo, mesh, len(seed_list))  # raises before compiling
+        sharded = parallel.Sharded(algo, mesh)
+        factory = sharded.chunk_fn_factory
+    is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
 
     t0 = time.perf_counter()
-    init_fn = jax.jit(jax.vmap(algo.init))
+    init_fn = sharded.init if sharded else jax.jit(jax.vmap(algo.init))
     state = init_fn(keys)
     jax.block_until_ready(state)
-    example = jax.tree.map(lambda x: x[0], state)
+    example = None if sharded else jax.tree.map(lambda x: x[0], state)
     chunk_fn = factory(algo, chunk_updates, example)
     compiled = chunk_fn.lower(state, jnp.int32(0)).compile()
     compile_seconds = time.perf_counter() - t0
@@ -188,23 +212,27 @@ def train(
     history: dict[str, list[np.ndarray]] = {}
     ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
     if log_dir:
-        os.makedirs(log_dir, exist_ok=True)
+        if is_main:
+            os.makedirs(log_dir, exist_ok=True)
         if resume and os.path.exists(ckpt_path):
             state, meta = checkpoint.load(ckpt_path, state)
+            if sharded:
+                state = sharded.place(state)
             done_updates = int(meta["updates_done"])
             if meta.get("seeds") != seed_list:
                 raise ValueError(f"checkpoint seeds {meta.get('seeds')} != requested {seed_list}")
-            history = _read_history(os.path.join(log_dir, METRICS), done_updates)
-        else:
+            history = _read_history(os.path.join(log_dir, METRICS), done_updates, is_main)
+        elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
                 pass
+    if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": _jsonable(dataclasses.asdict(algo.config)
                                            if dataclasses.is_dataclass(algo.config) else {}),
                        "seeds": seed_list, "num_updates": num_updates}, f, indent=1)
 
     bar = None
-    if progress:
+    if progress and is_main:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=num_updates * algo.env_steps_per_update, unit="step", unit_scale=True,
@@ -219,14 +247,18 @@ def train(
             _check_finite(rows, done_updates)
             for k, v in rows.items():
                 history.setdefault(k, []).append(v)
-            if log_dir:
+            if log_dir and is_main:
                 _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
                              algo.env_steps_per_update)
             done_updates += n_valid
             steps_run += n_valid
+            if sharded and debug_replication:
+                parallel.assert_is_replicated(state, where=f"after update {done_updates}")
             if log_dir:
-                checkpoint.save(ckpt_path, state, {"updates_done": done_updates,
-                                                   "seeds": seed_list})
+                host_state = parallel.to_host(state) if sharded else state  # all processes
+                if is_main:
+                    checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
+                                                            "seeds": seed_list})
             if bar is not None:
                 bar.update(n_valid * algo.env_steps_per_update)
                 ret = rows["episode_return"]
@@ -238,6 +270,8 @@ def train(
         if bar is not None:
             bar.close()
     train_seconds = time.perf_counter() - t_start
+    if sharded:
+        parallel.assert_is_replicated(state, where="after training")
     total_steps = steps_run * algo.env_steps_per_update * len(seed_list)
     metrics = {k: np.concatenate(v, axis=1) for k, v in history.items()}
     return TrainResult(
@@ -272,7 +306,7 @@ def _append_rows(path, rows, first_update, steps_per_update):
             f.write(json.dumps(rec) + "\n")
 
 
-def _read_history(path, n_updates) -> dict[str, list[np.ndarray]]:
+def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.ndarray]]:
     """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays."""
     if not os.path.exists(path):
         return {}
@@ -287,6 +321,7 @@ def _read_history(path, n_updates) -> dict[str, list[np.ndarray]]:
             for k, v in rec.items():
                 if k not in ("update", "env_steps"):
                     cols.setdefault(k, []).append([np.nan if x is None else x for x in v])
-    with open(path, "w") as f:  # drop rows written after the checkpoint
-        f.writelines(kept)
+    if rewrite:
+        with open(path, "w") as f:  # drop rows written after the checkpoint
+            f.writelines(kept)
     return {k: [np.asarray(v, np.float32).T] for k, v in cols.items()}

@@ -1,0 +1,114 @@
+"""One prioritized replay sampled as a whole although each device holds a shard (Ape-X).
+
+Ape-X (Horgan et al. 2018, arXiv:1803.00933) keeps one prioritized replay; with D
+synchronous learners each device holds its own shard, and a learner batch must still be
+drawn from the *global* distribution ``P(i) = p_i^alpha / sum_j p_j^alpha`` over every
+shard, with importance weights from the global ``N`` and maximum weight.
+
+Method (global stratified sampling): every shard draws the same ``B`` stratified
+uniforms ``u`` (same key), scales them by the global total mass ``T = psum(T_d)``
+and keeps the targets that fall into its own slice ``[O_d, O_d + T_d)`` of the mass
+line (``O_d``: exclusive prefix sum of the shard totals, shard order = ``axis_index``).
+The number of items a shard contributes is therefore drawn from the shard totals, and
+the union of the shards' valid items is exactly the stratified sample a single buffer
+holding every shard would draw. Probabilities divide by ``T`` and weights
+``w_i = (N P(i))^-beta / max_j (N P(j))^-beta = (m_i / min_j m_j)^-beta`` use the
+global minimum mass ``pmin(min_d)``.
+
+Because a shard's count varies, its output has a static size ``max_per_shard`` (default
+``B``: never drops) with a ``valid`` mask, valid items first. A loss over the global
+batch is ``psum(sum(valid * w * loss)) / B``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxrl_par import axes
+from jaxrl_par.replay import Buffer, Sample, stratified_uniforms
+
+
+class ShardSample(NamedTuple):
+    """This shard's part of a global prioritized batch.
+
+    Attributes:
+      sample: ``Sample`` with ``[K]`` leaves (``K = max_per_shard``); ``probabilities``
+        are global ``P(i)`` and ``weights`` global IS weights; invalid rows have
+        probability and weight 0.
+      valid: bool ``[K]``: rows that belong to the global batch (first ``count`` rows).
+      count: int32 ``[]``: items this shard contributes (``psum(count) = B`` unless
+        the buffers are empty).
+      dropped: int32 ``[]``: valid items beyond ``K`` that did not fit (0 when ``K = B``).
+    """
+
+    sample: Sample
+    valid: jax.Array
+    count: jax.Array
+    dropped: jax.Array
+
+
+def _exclusive_prefix(total: jax.Array, axis_name: str | None) -> tuple[jax.Array, jax.Array]:
+    """``(offset, global_total)`` of this shard's mass along ``axis_name``."""
+    if axis_name is None:
+        return jnp.zeros_like(total), total
+    totals = jax.lax.all_gather(total, axis_name)  # [D]
+    idx = axes.axis_index(axis_name)
+    offset = jnp.sum(jnp.where(jnp.arange(totals.shape[0]) < idx, totals, 0.0))
+    return offset, jnp.sum(totals)
+
+
+def sample_global(
+    buffer: Buffer,
+    state,
+    key: jax.Array,
+    batch_size: int,
+    beta: float | jax.Array = 0.4,
+    axis_name: str | None = axes.DATA,
+    max_per_shard: int | None = None,
+) -> ShardSample:
+    """Draws this shard's part of a ``batch_size`` global prioritized sample.
+
+    Call it inside ``shard_map`` (or ``vmap(axis_name=...)``) with the same ``key`` on
+    every shard.
+
+    Args:
+      buffer: a ``jaxrl_par.replay.prioritized`` buffer (any ``Buffer`` with
+        ``total_priority``, ``min_priority`` and ``sample_at``).
+      state: this shard's buffer state.
+      key: PRNG key, identical on every shard.
+      batch_size: global batch size ``B`` (static).
+      beta: IS exponent.
+      axis_name: the axis the shards live on (None: one shard, same as ``buffer.sample``).
+      max_per_shard: static row count ``K`` of the output (default ``B``).
+
+    Returns:
+      A :class:`ShardSample`.
+    """
+    k = batch_size if max_per_shard is None else max_per_shard
+    chex.assert_scalar_positive(batch_size)
+    chex.assert_scalar_positive(k)
+    local_total = buffer.total_priority(state)
+    offset, global_total = _exclusive_prefix(local_total, axis_name)
+    least = buffer.min_priority(state)
+    if axis_name is not None:
+        least = jax.lax.pmin(least, axis_name)
+    targets = stratified_uniforms(key, batch_size) * global_total - offset  # [B]
+    valid = (targets >= 0) & (targets < local_total)
+    if axis_name is not None:  # the last shard owns the top edge (rounding of T)
+        last = axes.axis_index(axis_name) == axes.axis_size(axis_name) - 1
+        valid = valid | (last & (targets >= local_total) & (local_total > 0))
+    count = jnp.sum(valid).astype(jnp.int32)
+    order = jnp.argsort(~valid, stable=True)[:k]  # valid rows first, in batch order
+    targets = jnp.clip(targets[order], 0.0, jnp.maximum(local_total, 0.0))
+    keep = valid[order]
+    sample = buffer.sample_at(state, targets, beta, total=global_total, min_priority=least)
+    sample = sample._replace(
+        probabilities=jnp.where(keep, sample.probabilities, 0.0),
+        weights=jnp.where(keep, sample.weights, 0.0),
+    )
+    return ShardSample(sample=sample, valid=keep, count=count,
+                       dropped=jnp.maximum(count - k, 0).astype(jnp.int32))

@@ -1,0 +1,159 @@
+"""Parallel layer on one device (mesh arithmetic, replication check, global PER), plus
+the 8-fake-device suite run in a subprocess (XLA_FLAGS must precede importing jax)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_par import axes, parallel, replay
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_mesh_shape():
+    assert parallel.mesh_shape(8) == (1, 8)
+    assert parallel.mesh_shape(8, pop=4) == parallel.MeshShape(pop=4, data=2)
+    with pytest.raises(ValueError, match="pop=3 does not divide devices=8"):
+        parallel.mesh_shape(8, pop=3)
+    with pytest.raises(ValueError, match="devices=4 but only 1"):
+        parallel.make_mesh(4)
+    mesh = parallel.make_mesh(1)
+    assert mesh.axis_names == (axes.POP, axes.DATA)
+    assert parallel.shape_of(mesh) == (1, 1)
+
+
+def test_initialize_needs_all_or_none_of_the_explicit_arguments():
+    with pytest.raises(ValueError, match="or none of them"):
+        parallel.initialize("127.0.0.1:1234", num_processes=2)
+    with pytest.raises(ValueError, match=r"process_id=2 is not in \[0, num_processes=2\)"):
+        parallel.initialize("127.0.0.1:1234", num_processes=2, process_id=2)
+
+
+def test_assert_is_replicated_reports_leaf_seed_and_size():
+    w = np.zeros((2, 3, 4), np.float32)  # [S=2, D=3, 4]
+    state = {"params": {"w": w}, "env": np.arange(6.0).reshape(2, 3)}
+    parallel.assert_is_replicated(state)  # env differs per shard: not checked
+    w[1, 2, 0] = 0.5
+    with pytest.raises(parallel.ReplicationError, match=r"(?s)\['params'\]\['w'\].*0\.5 "
+                                                         r"\(seed index 1\)"):
+        parallel.assert_is_replicated(state)
+    parallel.assert_is_replicated(state, atol=0.5)
+    w[1, 2, 0] = np.nan  # NaN on one shard only is a divergence too
+    with pytest.raises(parallel.ReplicationError, match="inf"):
+        parallel.assert_is_replicated(state)
+
+
+# --- Ape-X: one prioritized replay per device, sampled as one global buffer ------------
+
+SHARDS, CAPACITY, BATCH = 4, 16, 32
+
+
+def _shards(alpha=0.6):
+    """4 shards x 16 slots; shard d's transition i stores its global id 16 d + i.
+
+    Shard totals differ (priorities scaled by d + 1) and shard 2 is half full.
+    """
+    buf = replay.prioritized(capacity=CAPACITY, alpha=alpha)
+    rng = np.random.default_rng(0)
+    states, masses = [], []
+    for d in range(SHARDS):
+        n = CAPACITY // 2 if d == 2 else CAPACITY
+        p = rng.uniform(0.1, 2.0, n).astype(np.float32) * (d + 1)
+        s = buf.add(buf.init({"id": jnp.int32(0)}),
+                    {"id": jnp.arange(n, dtype=jnp.int32) + CAPACITY * d}, jnp.asarray(p))
+        states.append(s)
+        masses.append(np.pad(p.astype(np.float64) ** alpha, (0, CAPACITY - n)))
+    return buf, jax.tree.map(lambda *x: jnp.stack(x), *states), np.concatenate(masses)
+
+
+def _sample_many(buf, states, keys, beta=0.4):
+    one = lambda s, k: parallel.sample_global(buf, s, k, BATCH, beta, axis_name=axes.DATA)
+    per_shard = jax.vmap(one, in_axes=(0, None), axis_name=axes.DATA)  # shards as an axis
+    return jax.jit(jax.vmap(per_shard, in_axes=(None, 0)))(states, keys)  # [K, D, B]
+
+
+def test_global_per_matches_the_global_distribution():
+    """Chi-square of slot counts over 2000 global batches against P(i) = m_i / sum m."""
+    buf, states, mass = _shards()
+    out = _sample_many(buf, states, jax.random.split(jax.random.key(1), 2000))
+    valid = np.asarray(out.valid)
+    np.testing.assert_array_equal(np.asarray(out.count).sum(axis=1), BATCH)  # psum = B
+    assert int(np.asarray(out.dropped).max()) == 0
+    ids = np.asarray(out.sample.transitions["id"])[valid]
+    counts = np.bincount(ids, minlength=SHARDS * CAPACITY)
+    p = mass / mass.sum()
+    assert counts[p == 0].sum() == 0  # empty slots of the half-full shard never drawn
+    expected = p[p > 0] * ids.size
+    chi2 = float(np.sum((counts[p > 0] - expected) ** 2 / expected))
+    df = expected.size - 1
+    # Wilson-Hilferty: (chi2/df)^(1/3) is about normal; z < 3.5 is p > 2e-4. Stratified
+    # draws vary less than multinomial ones, so this is conservative.
+    z = ((chi2 / df) ** (1 / 3) - (1 - 2 / (9 * df))) / np.sqrt(2 / (9 * df))
+    assert z < 3.5, (chi2, df, z)
+    # Shard shares follow the shard totals (4 shards: per-shard counts drawn from them).
+    share = np.bincount(ids // CAPACITY, minlength=SHARDS) / ids.size
+    np.testing.assert_allclose(share, mass.reshape(SHARDS, -1).sum(1) / mass.sum(), atol=0.01)
+
+
+def test_global_per_probabilities_and_weights_use_global_n_and_max_weight():
+    buf, states, mass = _shards()
+    beta = 0.4
+    out = _sample_many(buf, states, jax.random.split(jax.random.key(2), 4), beta)
+    valid = np.asarray(out.valid)
+    ids = np.asarray(out.sample.transitions["id"])[valid]
+    np.testing.assert_allclose(np.asarray(out.sample.probabilities)[valid],
+                               mass[ids] / mass.sum(), rtol=1e-5)
+    # w_i = (N P_i)^-beta / max_j (N P_j)^-beta over ALL shards = (m_i / min_j m_j)^-beta.
+    n = np.count_nonzero(mass)
+    p = mass / mass.sum()
+    w_all = (n * p[p > 0]) ** -beta
+    np.testing.assert_allclose(np.asarray(out.sample.weights)[valid],
+                               (n * p[ids]) ** -beta / w_all.max(), rtol=1e-5)
+    assert np.all(np.asarray(out.sample.weights)[~valid] == 0)
+
+
+def test_global_per_on_one_shard_is_the_plain_stratified_sample():
+    buf, states, _ = _shards()
+    one = jax.tree.map(lambda x: x[0], states)
+    key = jax.random.key(3)
+    got = parallel.sample_global(buf, one, key, BATCH, axis_name=None)
+    ref = buf.sample(one, key, BATCH)
+    assert bool(got.valid.all())
+    np.testing.assert_array_equal(got.sample.indices, ref.indices)
+    np.testing.assert_allclose(got.sample.weights, ref.weights, rtol=1e-6)
+
+
+def test_global_per_packs_valid_rows_and_counts_overflow():
+    buf, states, _ = _shards()
+    out = jax.vmap(lambda s: parallel.sample_global(buf, s, jax.random.key(4), BATCH,
+                                                    axis_name=axes.DATA, max_per_shard=4),
+                   axis_name=axes.DATA)(states)
+    count, valid = np.asarray(out.count), np.asarray(out.valid)
+    np.testing.assert_array_equal(valid.sum(1), np.minimum(count, 4))
+    np.testing.assert_array_equal(np.asarray(out.dropped), np.maximum(count - 4, 0))
+    for row in valid:  # valid rows first
+        assert not np.any(np.diff(row.astype(int)) > 0)
+
+
+# --- 8 fake devices, in a fresh process ------------------------------------------------
+
+def test_eight_device_suite():
+    """Runs tests/test_parallel_devices.py with 8 fake CPU devices (see that file)."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                        " --xla_force_host_platform_device_count=8").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         os.path.join(HERE, "test_parallel_devices.py")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]

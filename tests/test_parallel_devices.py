@@ -1,0 +1,144 @@
+"""Data/population parallelism on 8 fake CPU devices.
+
+Needs ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` before jax is imported, so
+``tests/test_parallel.py`` runs this file in a subprocess; collected in a 1-device
+process, it skips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from jaxrl_par import axes, parallel
+from jaxrl_par.algos import ppo
+from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.train import train
+
+pytestmark = pytest.mark.skipif(
+    jax.device_count() < 8, reason="needs 8 devices: run through tests/test_parallel.py"
+)
+
+# Global batch B = 8 envs x 8 steps; two minibatches, obs normalisation on (more pmeans).
+# max_grad_norm is huge so that clipping cannot hide an N-times gradient.
+CFG = ppo.Config(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2,
+                 total_timesteps=8 * 8 * 3, hidden_sizes=(8, 8), normalize_obs=True,
+                 max_grad_norm=1e6)
+DP_CFG = dataclasses.replace(CFG, axis_name=axes.DATA)
+
+
+def _run(cfg, seeds, **kw):
+    return train(ppo.make(cfg), seeds, num_chunks=1, progress=False, **kw)
+
+
+@functools.cache
+def _reference(seed: int):
+    """One seed on one device, no mesh (the plain runner)."""
+    return _run(CFG, [seed])
+
+
+def _rel_err(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-12))
+
+
+def _adam_moments(opt_state):
+    """Adam's first moment ``mu``: linear in the gradients (mu_k = sum_j 0.1 0.9^(k-j) g_j),
+    so an N-times gradient gives an N-times ``mu``."""
+    return [x for p, x in jax.tree_util.tree_flatten_with_path(opt_state)[0]
+            if "mu" in jax.tree_util.keystr(p)]
+
+
+def test_check_vma_trap_is_real():
+    """jax behaviour we build on: with check_vma=True grad of a replicated parameter is
+    already summed over the axis, so pmean(grad) is D times too big; False gives pmap's."""
+    mesh = parallel.make_mesh(4)
+    w, x = jnp.float32(2.0), jnp.arange(8.0)
+
+    def f(w, x):
+        return jax.lax.pmean(jax.grad(lambda w: jnp.mean(w * x))(w), axes.DATA)
+
+    expected = float(jnp.mean(x))  # d/dw mean(w x) = mean(x) = 3.5
+    got = {cv: float(jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P(), P(axes.DATA)),
+                                           out_specs=P(), check_vma=cv))(w, x))
+           for cv in (True, False)}
+    assert got[False] == pytest.approx(expected)
+    assert got[True] == pytest.approx(4 * expected)  # if this fails, jax changed: revisit
+
+
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_ppo_data_parallel_equals_one_device(devices):
+    """Global batch B on D devices equals B on 1 device (the plain runner, `_reference`)."""
+    ref = _reference(0)
+    out = _run(DP_CFG, [0], devices=devices)
+    state = parallel.unreplicate(out.state)
+    # Gradients: Adam's first moment after 3 updates x 2 epochs x 2 minibatches.
+    for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.obs_stats), jax.tree.leaves(ref.state.obs_stats)):
+        assert _rel_err(a, b) <= 1e-5
+    # The shards' envs, concatenated in data order, are the one device's envs.
+    for a, b in zip(jax.tree.leaves(out.state.env_state), jax.tree.leaves(ref.state.env_state)):
+        a = np.asarray(a)
+        np.testing.assert_array_equal(a.reshape((a.shape[0], -1) + a.shape[3:]), b)
+    for k in ("loss", "value_loss", "entropy"):
+        np.testing.assert_allclose(out.metrics[k], ref.metrics[k], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out.metrics["num_episodes"], ref.metrics["num_episodes"])
+
+
+def test_population_of_4_seeds_times_2_data_devices_equals_seeds_one_by_one():
+    out = _run(DP_CFG, [0, 1, 2, 3], devices=8, pop=4)
+    assert jax.tree.leaves(out.state.params)[0].shape[:2] == (4, 2)
+    for i, seed in enumerate([0, 1, 2, 3]):
+        ref = _reference(seed)
+        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+            assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[0]) <= 1e-5
+        np.testing.assert_allclose(out.metrics["loss"][i], ref.metrics["loss"][0],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_errors_name_the_numbers_before_compiling():
+    with pytest.raises(ValueError, match="pop=3 does not divide devices=8"):
+        _run(DP_CFG, [0, 1, 2], devices=8, pop=3)
+    with pytest.raises(ValueError, match="num_envs=6 does not divide over 4 devices"):
+        _run(dataclasses.replace(DP_CFG, num_envs=6), [0], devices=4)
+    with pytest.raises(ValueError, match="3 seed.* do not divide over pop=2"):
+        _run(DP_CFG, [0, 1, 2], devices=4, pop=2)
+    with pytest.raises(ValueError, match="axis_name=None"):
+        _run(CFG, [0], devices=2)
+    with pytest.raises(ValueError, match="devices=16 but only 8"):
+        _run(DP_CFG, [0], devices=16)
+
+
+def _diverging_algorithm() -> Algorithm:
+    """Plain SGD on w with a shard-dependent step and no pmean: replicas drift apart."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        axis_name: str = axes.DATA
+
+    def init(key):
+        return {"params": {"w": jnp.zeros(3)}, "key": key}
+
+    def update(state):
+        w = state["params"]["w"] + axes.axis_index(axes.DATA).astype(jnp.float32)
+        return {"params": {"w": w}, "key": state["key"]}, {"episode_return": jnp.float32(0)}
+
+    return Algorithm(Cfg(), init, update, num_updates=4, env_steps_per_update=1)
+
+
+def test_replication_check_catches_divergence():
+    pattern = r"(?s)after update 2.*\[.params.\]\[.w.\]"
+    with pytest.raises(parallel.ReplicationError, match=pattern):
+        train(_diverging_algorithm(), [0], num_chunks=2, progress=False, devices=2,
+              debug_replication=True)
+    with pytest.raises(parallel.ReplicationError, match="after training"):
+        train(_diverging_algorithm(), [0], num_chunks=2, progress=False, devices=2)
