@@ -181,7 +181,8 @@ def bench_case(kind, capacity, args, fbx):
         pri = jnp.asarray(np.random.default_rng(3).uniform(0.1, 2, n), jnp.float32)
         # Own copies of the full states: update donates its state.
         ops.append((f"prioritized update {n}", [
-            ("ours", Op(ours_p.update_priorities, jax.tree.map(jnp.copy, full_p), (idx, pri), True)),
+            ("ours", Op(ours_p.update_priorities, jax.tree.map(jnp.copy, full_p), (idx, pri),
+                        True)),
             ("flashbax", Op(fb_p.set_priorities, jax.tree.map(jnp.copy, fb_full_p), (fb_idx, pri),
                             True)),
         ]))

@@ -65,7 +65,9 @@ def test_hand_computed():
     truncated = jnp.zeros((4, 1), bool)
     obs_t = jnp.arange(4.0).reshape(4, 1) + 10  # next obs 10, 11, 12(reset), 13
     final = obs_t.at[2].set(99.0)  # the true last observation of the episode
-    out = replay.nstep_transitions(obs_t, obs_t, reward, terminated, truncated, obs_t, final, 0.5, 3)
+    out = replay.nstep_transitions(
+        obs_t, obs_t, reward, terminated, truncated, obs_t, final, gamma=0.5, n=3
+    )
     # t=0: 1 + .5*2 + .25*4 = 3, terminated -> discount 0; t=1: 2 + .5*4 = 4, discount 0
     # t=2: 4, discount 0; t=3: 8, discount .5 (window cut by the rollout end), bootstrap 13
     np.testing.assert_allclose(out.reward[:, 0], [3.0, 4.0, 4.0, 8.0])

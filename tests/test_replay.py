@@ -14,7 +14,8 @@ EXAMPLE = {"obs": jnp.zeros(3, jnp.float32), "action": jnp.int32(0)}
 
 def batch(ids):
     ids = np.asarray(ids, np.int32)
-    return {"obs": jnp.asarray(np.repeat(ids[:, None], 3, 1), jnp.float32), "action": jnp.asarray(ids)}
+    obs = jnp.asarray(np.repeat(ids[:, None], 3, 1), jnp.float32)
+    return {"obs": obs, "action": jnp.asarray(ids)}
 
 
 def chi_square_pvalue(counts, expected):
@@ -163,7 +164,8 @@ def test_duplicate_indices_last_occurrence_wins():
     assert float(buf.total_priority(state)) == 7 + 4 + 6 + 5 * 1.0
     # Same rule under jit.
     state2 = jax.jit(buf.update_priorities)(state, idx, pri[::-1])
-    np.testing.assert_array_equal(np.asarray(state2.tree.sums[0])[[1, 3, 5]], [1.0, 3.0, 2.0])  # last occurrences of 1, 3, 5: 1, 3, 2
+    # Reversed values: the last occurrences of 1, 3, 5 now carry 1, 3, 2.
+    np.testing.assert_array_equal(np.asarray(state2.tree.sums[0])[[1, 3, 5]], [1.0, 3.0, 2.0])
 
 
 # --- errors ----------------------------------------------------------------------------
@@ -255,7 +257,8 @@ def test_vmap_equals_separate_buffers(kind):
     buf = getattr(replay, kind)(capacity=16)
     n_buf = 3
     data = [batch(np.arange(10) + 100 * b) for b in range(n_buf)]
-    pri = [jnp.asarray(np.random.default_rng(b).uniform(0, 2, 10), jnp.float32) for b in range(n_buf)]
+    rngs = [np.random.default_rng(b) for b in range(n_buf)]
+    pri = [jnp.asarray(r.uniform(0, 2, 10), jnp.float32) for r in rngs]
     keys = jax.random.split(jax.random.key(0), n_buf)
 
     def step(state, x, p, key):

@@ -132,7 +132,7 @@ def _sample(
     return _sample_at(state, targets, beta, total=total)
 
 
-def prioritized(capacity: int, alpha: float = 0.6, branching: int = 32) -> Buffer:
+def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer:
     """Makes a prioritized replay buffer.
 
     Args:
@@ -140,6 +140,7 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 32) -> Buffe
         alpha: priority exponent; 0 gives uniform sampling over positive priorities.
         branching: static fan-out K of the sum tree; the tree costs ~`2/(K-1)` float32 per
             slot beside the leaf masses, and an operation touches `K log_K capacity` nodes.
+            8 balances sampling (small K) against updates (few levels) on CPU.
 
     Returns:
         A `Buffer` of pure functions over `PrioritizedState`:
