@@ -1,0 +1,81 @@
+"""What DQN and Ape-X share above the building blocks: epsilon-greedy acting of a vector
+of envs for ``T`` steps and turning those steps into stored n-step transitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_par import envs
+from jaxrl_par.exploration import epsilon_greedy
+from jaxrl_par.qlearning import NStepCarry, QFn, Transition, nstep_with_carry
+
+
+def act_steps(
+    env: envs.VecEnv,
+    q_fn: QFn,
+    params: Any,
+    env_state: envs.EnvState,
+    key: jax.Array,
+    epsilon: jax.Array,
+    num_steps: int,
+    env_keys: Callable[[jax.Array], jax.Array],
+) -> tuple[envs.EnvState, NStepCarry, envs.Timestep]:
+    """Acts ``num_steps`` epsilon-greedy steps in every env with ``params``.
+
+    Args:
+      env: the local :class:`VecEnv` of ``N`` envs.
+      q_fn: ``q_fn(params, obs [N, ...]) -> [N, A]``.
+      epsilon: ``[]`` or ``[N]`` exploration rates.
+      env_keys: ``key -> [N]`` keys of this shard's envs (global env index).
+
+    Returns:
+      ``(env_state, steps, timesteps)``: the steps as an :class:`NStepCarry` and the
+      :class:`Timestep` records, both ``[T, N, ...]``.
+    """
+
+    def step(env_state, step_key):
+        """Carry: env state. Output: the step record and the timestep."""
+        k_act, k_env = jax.random.split(step_key)
+        obs = env_state.obs
+        action = epsilon_greedy(env_keys(k_act), q_fn(params, obs), epsilon)
+        env_state, ts = env.step(env_keys(k_env), env_state, action)
+        record = NStepCarry(obs, action, ts.reward, ts.terminated, ts.truncated, ts.obs,
+                            ts.final_obs, jnp.ones_like(ts.terminated))
+        return env_state, (record, ts)
+
+    env_state, (steps, timesteps) = jax.lax.scan(step, env_state,
+                                                 jax.random.split(key, num_steps))
+    return env_state, steps, timesteps
+
+
+def to_transitions(carry: NStepCarry, steps: NStepCarry, gamma: float, n: int,
+                   insert_step: jax.Array) -> tuple[NStepCarry, Transition]:
+    """n-step transitions of ``T`` new steps (see :func:`nstep_with_carry`), flattened.
+
+    Returns:
+      ``(carry, transitions)`` with transition leaves ``[T * N, ...]``.
+    """
+    carry, (w, valid) = nstep_with_carry(carry, steps, gamma, n)
+    t, n_envs = w.reward.shape
+    flat = lambda x: x.reshape((t * n_envs,) + x.shape[2:])  # noqa: E731
+    transitions = Transition(
+        obs=flat(w.obs_tm1),
+        action=flat(w.action).astype(jnp.int32),
+        reward=flat(w.reward),
+        discount=flat(w.discount),
+        next_obs=flat(w.next_obs),
+        mask=flat(valid).astype(jnp.float32),
+        insert_step=jnp.full((t * n_envs,), insert_step, jnp.int32),
+    )
+    return carry, transitions
+
+
+def example_transition(obs_shape: tuple[int, ...]) -> Transition:
+    """A zero :class:`Transition` (no batch axis) to shape a replay buffer."""
+    obs = jnp.zeros(obs_shape, jnp.float32)
+    f = jnp.float32(0)
+    return Transition(obs, jnp.int32(0), f, f, obs, f, jnp.int32(0))

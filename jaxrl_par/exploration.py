@@ -1,0 +1,71 @@
+"""Exploration for value-based agents: epsilon schedules, the Ape-X ladder, epsilon-greedy.
+
+* :func:`linear_epsilon`: the DQN schedule (Mnih et al. 2015), linear from ``start`` to
+  ``end`` over ``decay_steps`` then constant.
+* :func:`apex_epsilons`: one fixed rate per actor, ``eps_i = eps ** (1 + alpha * i / (N-1))``
+  (Horgan et al. 2018, https://arxiv.org/abs/1803.00933, section 4.1).
+* :func:`epsilon_greedy`: per-row actions from ``[N, A]`` Q-values, one key per row, so a
+  sharded batch draws exactly the actions it draws on one device.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def linear_epsilon(step: jax.Array, start: float, end: float, decay_steps: int) -> jax.Array:
+    """float32 ``[]``: ``start`` at step 0, linearly to ``end`` at ``decay_steps``, then ``end``.
+
+    >>> float(linear_epsilon(50, 1.0, 0.0, 100))
+    0.5
+    """
+    frac = jnp.clip(jnp.asarray(step, jnp.float32) / max(decay_steps, 1), 0.0, 1.0)
+    return jnp.float32(start) + frac * jnp.float32(end - start)
+
+
+def apex_epsilons(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """The Ape-X ladder: float32 ``[N]``, ``eps_i = epsilon ** (1 + alpha * i / (N - 1))``.
+
+    Actor 0 explores most (``epsilon``), actor ``N-1`` least (``epsilon ** (1 + alpha)``).
+    One actor gets ``epsilon``. A static NumPy array (the ladder never changes).
+
+    >>> apex_epsilons(3, 0.4, 7.0).round(6).tolist()
+    [0.4, 0.010486, 0.000262]
+    """
+    if not isinstance(num_actors, (int, np.integer)) or num_actors < 1:
+        raise ValueError(f"apex_epsilons: num_actors must be a positive int, got {num_actors!r}")
+    if num_actors == 1:
+        return np.array([epsilon], np.float32)
+    i = np.arange(num_actors, dtype=np.float64)
+    return (epsilon ** (1.0 + alpha * i / (num_actors - 1))).astype(np.float32)
+
+
+def epsilon_greedy(keys: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> jax.Array:
+    """Epsilon-greedy actions, one per row.
+
+    Args:
+      keys: ``[N]`` PRNG keys, one per row.
+      q_values: ``[N, A]`` action values.
+      epsilon: ``[]`` or ``[N]`` probability of a uniformly random action.
+
+    Returns:
+      int32 ``[N]`` actions: argmax with probability ``1 - eps``, else uniform over ``A``.
+    """
+    chex.assert_rank(q_values, 2)
+    n, num_actions = q_values.shape
+    chex.assert_shape(keys, (n,) + keys.shape[1:])
+    epsilon = jnp.broadcast_to(jnp.asarray(epsilon, jnp.float32), (n,))
+
+    def one(key, q, eps):
+        k_explore, k_action = jax.random.split(key)
+        random_action = jax.random.randint(k_action, (), 0, num_actions)
+        explore = jax.random.uniform(k_explore) < eps
+        return jnp.where(explore, random_action, jnp.argmax(q)).astype(jnp.int32)
+
+    return jax.vmap(one)(keys, q_values, epsilon)
+
+
+__all__ = ["apex_epsilons", "epsilon_greedy", "linear_epsilon"]
