@@ -98,9 +98,16 @@ class MinAtarCNN(nn.Module):
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
 
-def make_torso(obs_shape: Sequence[int], hidden_sizes: Sequence[int], activation: str):
-    """An MLP for flat observations, a :class:`MinAtarCNN` for image-like ``[H, W, C]``."""
-    if len(obs_shape) == 3:
+TORSOS = ("auto", "mlp", "cnn")
+
+
+def make_torso(obs_shape: Sequence[int], hidden_sizes: Sequence[int], activation: str,
+               kind: str = "auto"):
+    """A torso by ``kind``: ``"mlp"`` (flattens), ``"cnn"`` (:class:`MinAtarCNN`), or
+    ``"auto"``: CNN for image-like ``[H, W, C]`` observations, MLP otherwise."""
+    if kind not in TORSOS:
+        raise ValueError(f"torso={kind!r}; choose from {TORSOS}")
+    if kind == "cnn" or (kind == "auto" and len(obs_shape) == 3):
         return MinAtarCNN(hidden_sizes=tuple(hidden_sizes), activation=activation)
     return MLP(tuple(hidden_sizes), activation)
 
@@ -116,6 +123,7 @@ class ActorCritic(nn.Module):
       obs_shape: observation shape without the batch axis (picks MLP or CNN torso).
       hidden_sizes, activation: torso layout.
       shared_torso: one torso feeds both heads; otherwise two (stacked) torsos.
+      torso: ``"auto"``, ``"mlp"`` or ``"cnn"`` (see :func:`make_torso`).
     """
 
     num_actions: int
@@ -124,10 +132,12 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
+    torso: str = "auto"
 
     @nn.compact
     def __call__(self, obs: jax.Array):
-        torso = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation)  # noqa: E731
+        torso = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,  # noqa: E731
+                                   self.torso)
         if self.shared_torso:
             h = torso()(obs)
             h_pi, h_v = h, h
@@ -172,3 +182,31 @@ def make_policy(network: nn.Module, deterministic: bool = False):
         return action, PolicyExtras(log_prob=dist.log_prob(action), value=value)
 
     return policy
+
+
+# -- action values (DQN, Ape-X) -----------------------------------------------------------
+class QNetwork(nn.Module):
+    """``obs [B, *obs_shape] -> q [B, A]`` action values.
+
+    Attributes:
+      num_actions: number of discrete actions ``A``.
+      obs_shape: observation shape without the batch axis (picks MLP or CNN torso).
+      hidden_sizes, activation: torso layout.
+      dueling: dueling head (Wang et al. 2016, https://arxiv.org/abs/1511.06581):
+        ``q = v + a - mean_a(a)`` from a value stream and an advantage stream.
+    """
+
+    num_actions: int
+    obs_shape: Sequence[int] = (4,)
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "relu"
+    dueling: bool = False
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
+        if not self.dueling:
+            return nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+        value = nn.Dense(1, kernel_init=orthogonal(1.0))(h)
+        adv = nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+        return value + adv - jnp.mean(adv, axis=-1, keepdims=True)
