@@ -51,6 +51,6 @@ def gae_advantages(
         acc = delta + decay * acc
         return acc, acc
 
-    _, advantages = jax.lax.scan(body, jnp.zeros((), delta_t.dtype), (delta_t, decay_t),
+    _, advantages = jax.lax.scan(body, jnp.zeros_like(delta_t[0]), (delta_t, decay_t),
                                  reverse=True)
     return advantages, advantages + value_tm1

@@ -25,7 +25,7 @@ from flax import struct
 from jaxrl_par import axes, envs
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import validate
-from jaxrl_par.networks import ACTIVATIONS, ActorCritic, make_policy
+from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
 from jaxrl_par.returns import gae_advantages
 
@@ -54,6 +54,7 @@ class Config:
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
+    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
     axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
 
     def __post_init__(self):
@@ -68,6 +69,8 @@ class Config:
                 f"{self.num_steps}: each minibatch takes num_steps/num_minibatches steps of "
                 "every env; pick a divisor of num_steps"
             )
+        if self.torso not in TORSOS:
+            raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         if self.num_updates < 1:
@@ -118,6 +121,7 @@ def make(config: Config) -> Algorithm:
         hidden_sizes=tuple(cfg.hidden_sizes),
         activation=cfg.activation,
         shared_torso=cfg.shared_torso,
+        torso=cfg.torso,
     )
     policy = make_policy(network)
     greedy = make_policy(network, deterministic=True)

@@ -1,0 +1,55 @@
+"""Timing helpers shared by the benchmarks: compile apart, interleaved repeats, medians."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+
+
+def compile_timed(fn: Callable, *args) -> tuple[Callable, float]:
+    """``(compiled, seconds)``: ``jax.jit(fn).lower(*args).compile()`` timed apart."""
+    t = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - t
+
+
+def time_call(compiled: Callable, *args) -> float:
+    """Seconds for one call of a compiled function, outputs ready."""
+    t = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    return time.perf_counter() - t
+
+
+def interleaved(cases: dict[str, tuple[Callable, tuple]], repeats: int) -> dict[str, float]:
+    """Median seconds per case; each repeat calls every case once, in turn (A B C A B C)."""
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for name, (fn, args) in cases.items():  # warm-up call, not timed
+        jax.block_until_ready(fn(*args))
+    for _ in range(repeats):
+        for name, (fn, args) in cases.items():
+            times[name].append(time_call(fn, *args))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def machine() -> dict:
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)

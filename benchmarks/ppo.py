@@ -1,0 +1,224 @@
+"""PPO training throughput: jaxrl_par vs rejax vs the random-action ceiling, side by side.
+
+For each setting the same env, network (two 64-64 tanh MLPs, actor and critic) and
+hyperparameters run in one process, interleaved, several repeats, medians:
+
+* ``ceiling``: gymnax's vmapped ``step`` with uniformly random actions (no policy).
+* ``rollout``: our policy inference + env step, no learning (``num_steps`` steps).
+* ``ours``: ``K`` full PPO updates (rollout + 4 epochs x 4 minibatches) in one scan.
+* ``rejax``: ``K`` rejax PPO ``train_iteration``s in one scan (rejax 0.1.3 unpacks the old
+  5-value gymnax step, so its env is wrapped here to return ``terminated | truncated``).
+
+Compile time is measured apart. Final return: with ``--returns``, both train CartPole with
+4 envs to 5e5 steps; ours is the mean return of episodes finished in the last 5% of
+updates, rejax's its own greedy evaluation at the end (128 episodes).
+
+Usage: ``python benchmarks/ppo.py [--quick] [--repeats 5] [--returns]``; writes
+``benchmarks/results/ppo.json``. Pin to one core for steadier figures: ``taskset -c 0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import compile_timed, interleaved, machine, write_json  # noqa: E402
+
+from jaxrl_par import envs  # noqa: E402
+from jaxrl_par.algos import ppo  # noqa: E402
+
+HP = dict(num_steps=128, update_epochs=4, num_minibatches=4, learning_rate=2.5e-4, gamma=0.99,
+          gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5)
+
+
+class FiveValueStep:
+    """Wraps a gymnax 1.x env so ``step`` returns ``(obs, state, reward, done, info)``."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+    def __hash__(self):
+        return hash(self._env)
+
+    def __eq__(self, other):
+        return isinstance(other, FiveValueStep) and other._env is self._env
+
+
+def make_rejax(env_id: str, num_envs: int, total_timesteps: int):
+    import gymnax
+    from rejax import PPO
+
+    env, params = gymnax.make(env_id)
+    return PPO.create(
+        env=FiveValueStep(env), env_params=params, num_envs=num_envs,
+        num_steps=HP["num_steps"], num_epochs=HP["update_epochs"],
+        num_minibatches=HP["num_minibatches"], learning_rate=HP["learning_rate"],
+        gamma=HP["gamma"], gae_lambda=HP["gae_lambda"], clip_eps=HP["clip_eps"],
+        vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"], max_grad_norm=HP["max_grad_norm"],
+        total_timesteps=total_timesteps, eval_freq=total_timesteps,
+        skip_initial_evaluation=True, normalize_observations=False,
+        agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+    )
+
+
+def ours_config(env_id: str, num_envs: int, total_timesteps: int) -> ppo.Config:
+    return ppo.Config(env=env_id, num_envs=num_envs, total_timesteps=total_timesteps,
+                      torso="mlp", hidden_sizes=(64, 64), activation="tanh", **HP)
+
+
+def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int) -> dict:
+    steps = num_envs * HP["num_steps"] * updates
+    cfg = ours_config(env_id, num_envs, max(steps, num_envs * HP["num_steps"]))
+    algo = ppo.make(cfg)
+    state = algo.init(jax.random.key(0))
+
+    def ours(s):
+        return jax.lax.scan(lambda c, _: algo.update(c), s, None, length=updates)
+
+    rejax_algo = make_rejax(env_id, num_envs, steps)
+    rstate = rejax_algo.init_state(jax.random.key(0))
+
+    def theirs(ts):
+        return jax.lax.scan(lambda c, _: (rejax_algo.train_iteration(c), None), ts, None,
+                            length=updates)
+
+    genv = envs.make(env_id, num_envs)
+    gstep = jax.vmap(genv.env.step, in_axes=(0, 0, 0, None))
+
+    def ceiling(key):
+        k0, key = jax.random.split(key)
+        _, st = jax.vmap(genv.env.reset, in_axes=(0, None))(
+            jax.random.split(k0, num_envs), genv.params)
+
+        def body(c, k):
+            st, acc = c
+            ka, ks = jax.random.split(k)
+            a = jax.random.randint(ka, (num_envs,), 0, genv.num_actions)
+            obs, st, r, term, trunc, _ = gstep(jax.random.split(ks, num_envs), st, a, genv.params)
+            return (st, acc + r.sum()), None
+
+        (_, acc), _ = jax.lax.scan(body, (st, 0.0), jax.random.split(key, HP["num_steps"] * updates))
+        return acc
+
+    from jaxrl_par.networks import make_policy  # the same closure PPO acts with
+
+    def rollout(s):
+        # Policy inference + env step only: PPO's own rollout, learning skipped.
+        env = envs.make(env_id, num_envs)
+        policy = make_policy(ppo_network(algo))
+
+        def body(es, k):
+            ka, ke = jax.random.split(k)
+            a, extras = policy(s.params, es.obs, jax.random.split(ka, num_envs))
+            es, ts = env.step(jax.random.split(ke, num_envs), es, a)
+            return es, ts.reward.sum() + extras.value.sum()
+
+        return jax.lax.scan(body, s.env_state, jax.random.split(s.key, HP["num_steps"] * updates))
+
+    c_ours, t_ours = compile_timed(ours, state)
+    c_rejax, t_rejax = compile_timed(theirs, rstate)
+    c_ceil, _ = compile_timed(ceiling, jax.random.key(1))
+    c_roll, _ = compile_timed(rollout, state)
+    med = interleaved({
+        "ours": (c_ours, (state,)),
+        "rejax": (c_rejax, (rstate,)),
+        "ceiling": (c_ceil, (jax.random.key(1),)),
+        "rollout": (c_roll, (state,)),
+    }, repeats)
+    sps = {k: steps / v for k, v in med.items()}
+    return {
+        "env": env_id, "num_envs": num_envs, "updates_timed": updates, "env_steps_timed": steps,
+        "steps_per_second": sps,
+        "ratio_ours_over_rejax": sps["ours"] / sps["rejax"],
+        "rollout_over_ceiling": sps["rollout"] / sps["ceiling"],
+        "compile_seconds": {"ours": t_ours, "rejax": t_rejax},
+    }
+
+
+def ppo_network(algo):
+    """Rebuilds the network PPO was made with (for the rollout-only measurement)."""
+    from jaxrl_par.networks import ActorCritic
+
+    cfg = algo.config
+    spec = envs.make(cfg.env, 1)
+    return ActorCritic(num_actions=spec.num_actions, discrete=spec.discrete,
+                       obs_shape=spec.observation_shape, hidden_sizes=cfg.hidden_sizes,
+                       activation=cfg.activation, shared_torso=cfg.shared_torso,
+                       torso=cfg.torso)
+
+
+def final_returns(total_timesteps: int, seed: int = 0) -> dict:
+    """Full training of both on CartPole-v1 with 4 envs; end-of-training return and the
+    full-run wall clock including compilation (each compiled for the whole run)."""
+    import time
+
+    from jaxrl_par.train import train
+
+    cfg = ours_config("CartPole-v1", 4, total_timesteps)
+    t = time.perf_counter()
+    res = train(ppo.make(cfg), seed, progress=False, num_chunks=1)
+    ours_wall = time.perf_counter() - t
+    rejax_algo = make_rejax("CartPole-v1", 4, total_timesteps)
+    t = time.perf_counter()
+    train_fn = jax.jit(rejax_algo.train).lower(jax.random.key(seed)).compile()
+    rejax_compile = time.perf_counter() - t
+    _, (lengths, returns) = jax.block_until_ready(train_fn(jax.random.key(seed)))
+    rejax_wall = time.perf_counter() - t
+    return {
+        "total_timesteps": total_timesteps, "seed": seed,
+        "ours_final_return": float(res.final_returns()[0]),
+        "rejax_final_return": float(np.asarray(returns)[-1].mean()),
+        "ours_compile_seconds": res.compile_seconds, "rejax_compile_seconds": rejax_compile,
+        "ours_wall_seconds": ours_wall, "rejax_wall_seconds": rejax_wall,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small settings, 2 repeats")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--returns", action="store_true", help="also train both to 5e5 steps")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
+    args = p.parse_args()
+    settings = [("CartPole-v1", n) for n in (4, 64, 256, 1024, 4096)] + [("Breakout-MinAtar", 256)]
+    if args.quick:
+        settings = [("CartPole-v1", 4), ("CartPole-v1", 256)]
+        args.repeats = 2
+    rows = []
+    print(f"{'env':18s} {'envs':>5s} {'ours/s':>10s} {'rejax/s':>10s} {'ratio':>6s} "
+          f"{'rollout/s':>10s} {'ceiling/s':>10s} {'roll/ceil':>9s} {'compile ours/rejax':>19s}")
+    for env_id, n in settings:
+        # Time about 0.3-1 s of training per call: more updates for fewer envs.
+        updates = max(1, min(20, 40_000 // (n * HP["num_steps"]) or 1))
+        r = bench_setting(env_id, n, updates, args.repeats)
+        rows.append(r)
+        s = r["steps_per_second"]
+        print(f"{env_id:18s} {n:5d} {s['ours']:10,.0f} {s['rejax']:10,.0f} "
+              f"{r['ratio_ours_over_rejax']:6.2f} {s['rollout']:10,.0f} {s['ceiling']:10,.0f} "
+              f"{r['rollout_over_ceiling']:9.2f} "
+              f"{r['compile_seconds']['ours']:8.1f} / {r['compile_seconds']['rejax']:5.1f} s",
+              flush=True)
+    out = {"machine": machine(), "hyperparameters": HP, "settings": rows}
+    if args.returns:
+        out["final_returns"] = final_returns(100_000 if args.quick else 500_000)
+        print("final return (CartPole-v1, 4 envs):", out["final_returns"])
+    write_json(args.out, out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

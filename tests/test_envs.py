@@ -1,0 +1,115 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_par import envs
+
+
+def _keys(seed, n):
+    return jax.random.split(jax.random.key(seed), n)
+
+
+def test_list_envs_has_gymnax_and_probes():
+    ids = envs.list_envs()
+    for env_id in ["CartPole-v1", "Breakout-MinAtar", "Pendulum-v1", "ProbeTimeLimit-v0"]:
+        assert env_id in ids
+
+
+def test_unknown_id_lists_closest():
+    with pytest.raises(ValueError, match="closest known ids: CartPole-v1"):
+        envs.make("cartpole-v0")
+
+
+def test_env_params_override_and_error():
+    env = envs.make("CartPole-v1", 2, max_steps_in_episode=7)
+    assert env.params.max_steps_in_episode == 7
+    with pytest.raises(ValueError, match="valid:.*max_steps_in_episode"):
+        envs.make("CartPole-v1", 2, max_stepz=7)
+
+
+def test_spaces():
+    cp = envs.make("CartPole-v1", 3)
+    assert cp.discrete and cp.num_actions == 2 and cp.observation_shape == (4,)
+    pend = envs.make("Pendulum-v1", 3)
+    assert not pend.discrete and pend.action_shape == (1,)
+    low, high = pend.action_bounds
+    np.testing.assert_allclose(low, [-2.0])
+    np.testing.assert_allclose(high, [2.0])
+    assert envs.make("Breakout-MinAtar", 1).observation_shape == (10, 10, 4)
+
+
+def test_truncation_is_not_termination_and_bootstraps_from_final_obs():
+    # ProbeDiscount: obs is the time step; episode terminates after 2 steps.
+    # With a time limit of 1 the episode is truncated at t=1 instead.
+    env = envs.make("ProbeDiscount-v0", 2, max_steps_in_episode=1)
+    state = env.reset(_keys(0, 2))
+    np.testing.assert_array_equal(state.obs, [[0.0], [0.0]])
+    state, ts = env.step(_keys(1, 2), state, jnp.zeros(2, jnp.int32))
+    np.testing.assert_array_equal(ts.truncated, [True, True])
+    np.testing.assert_array_equal(ts.terminated, [False, False])
+    # The step reached obs 1 (final_obs); the auto-reset returns obs 0 to act on next.
+    np.testing.assert_array_equal(ts.final_obs, [[1.0], [1.0]])
+    np.testing.assert_array_equal(ts.obs, [[0.0], [0.0]])
+    np.testing.assert_array_equal(ts.episode_length, [1, 1])
+
+
+def test_termination_wins_over_time_limit():
+    # Terminates after 2 steps and the limit is also 2: terminated, not truncated.
+    env = envs.make("ProbeDiscount-v0", 1, max_steps_in_episode=2)
+    state = env.reset(_keys(0, 1))
+    for i in range(2):
+        state, ts = env.step(_keys(i + 1, 1), state, jnp.zeros(1, jnp.int32))
+    assert bool(ts.terminated[0]) and not bool(ts.truncated[0])
+    assert float(ts.episode_return[0]) == 1.0  # reward +1 at the 2nd step
+
+
+def test_auto_reset_and_episode_statistics():
+    # ProbeTimeLimit: +1 per step, truncated at 10 steps, never terminates.
+    env = envs.make("ProbeTimeLimit-v0", 3)
+    state = env.reset(_keys(0, 3))
+    step = jax.jit(env.step)
+    finished = []
+    for i in range(25):
+        state, ts = step(_keys(i + 1, 3), state, jnp.zeros(3, jnp.int32))
+        assert not bool(ts.terminated.any())
+        if bool(ts.truncated.any()):
+            finished.append((i, np.asarray(ts.episode_return), np.asarray(ts.episode_length)))
+            m = envs.episode_metrics(ts)
+            assert float(m["num_episodes"]) == 3.0
+            assert float(m["episode_return"]) == 10.0
+    assert [f[0] for f in finished] == [9, 19]
+    for _, ret, length in finished:
+        np.testing.assert_array_equal(ret, [10.0, 10.0, 10.0])
+        np.testing.assert_array_equal(length, [10, 10, 10])
+    # Running counters restarted after the auto-reset: 5 steps into the third episode.
+    np.testing.assert_array_equal(state.episode_length, [5, 5, 5])
+    np.testing.assert_array_equal(state.episode_return, [5.0, 5.0, 5.0])
+
+
+def test_cartpole_matches_gymnax_step():
+    import gymnax
+
+    genv, gparams = gymnax.make("CartPole-v1")
+    env = envs.make("CartPole-v1", 1)
+    key = jax.random.key(3)
+    obs_g, st_g = genv.reset(key, gparams)
+    state = env.reset(key[None])
+    np.testing.assert_allclose(state.obs[0], obs_g)
+    for i in range(40):
+        k = jax.random.key(100 + i)
+        a = i % 2
+        obs_g, st_g, r_g, term_g, trunc_g, info = genv.step(k, st_g, a, gparams)
+        state, ts = env.step(k[None], state, jnp.array([a]))
+        np.testing.assert_allclose(ts.obs[0], obs_g, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ts.final_obs[0], info["final_observation"], rtol=1e-5, atol=1e-6)
+        assert float(ts.reward[0]) == float(r_g)
+        assert bool(ts.terminated[0]) == bool(term_g)
+
+
+def test_episode_metrics_nan_when_no_episode_finished():
+    env = envs.make("ProbeTimeLimit-v0", 2)
+    state = env.reset(_keys(0, 2))
+    _, ts = env.step(_keys(1, 2), state, jnp.zeros(2, jnp.int32))
+    m = envs.episode_metrics(ts)
+    assert np.isnan(float(m["episode_return"])) and float(m["num_episodes"]) == 0.0

@@ -1,0 +1,98 @@
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_par import envs
+from jaxrl_par.algos import ppo
+from jaxrl_par.networks import ActorCritic
+from jaxrl_par.train import train
+
+
+def test_ppo_solves_cartpole():
+    """Seed 0, default config, 5e5 steps: the last updates average >= 475."""
+    result = train(ppo.make(ppo.Config(env="CartPole-v1", total_timesteps=500_000)), 0,
+                   progress=False)
+    assert result.env_steps[-1] <= 500_000
+    final = result.final_returns(fraction=0.05)[0]
+    assert final >= 475.0, final
+
+
+PROBE_CFG = dict(num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=16_000,
+                 learning_rate=3e-3, hidden_sizes=(16,), ent_coef=0.0)
+
+
+def _values(algo, state, obs):
+    params = jax.tree.map(lambda x: x[0], state.params)
+    net = ActorCritic(num_actions=1 if not envs.make(algo.config.env).discrete else
+                      envs.make(algo.config.env).num_actions,
+                      discrete=envs.make(algo.config.env).discrete,
+                      obs_shape=(1,), hidden_sizes=(16,))
+    dist, value = net.apply(params, jnp.asarray(obs, jnp.float32))
+    return dist, np.asarray(value)
+
+
+@pytest.mark.parametrize(
+    "env_id,gamma,obs,expected_value",
+    [
+        ("ProbeConstant-v0", 0.99, [[0.0]], [1.0]),
+        ("ProbeObsReward-v0", 0.99, [[-1.0], [1.0]], [-1.0, 1.0]),
+        ("ProbeDiscount-v0", 0.5, [[0.0], [1.0]], [0.5, 1.0]),
+        ("ProbeTimeLimit-v0", 0.5, [[0.0]], [2.0]),  # 1/(1-gamma): truncation bootstraps
+    ],
+)
+def test_ppo_value_probes(env_id, gamma, obs, expected_value):
+    cfg = ppo.Config(env=env_id, gamma=gamma, gae_lambda=1.0 if env_id != "ProbeTimeLimit-v0"
+                     else 0.0, **PROBE_CFG)
+    algo = ppo.make(cfg)
+    result = train(algo, 0, progress=False, num_chunks=1)
+    _, value = _values(algo, result.state, obs)
+    np.testing.assert_allclose(value, expected_value, atol=0.1)
+
+
+@pytest.mark.parametrize("env_id,obs,best", [
+    ("ProbeAction-v0", [[0.0]], [1]),
+    ("ProbeObsAction-v0", [[-1.0], [1.0]], [0, 1]),
+])
+def test_ppo_policy_probes(env_id, obs, best):
+    algo = ppo.make(ppo.Config(env=env_id, **PROBE_CFG))
+    result = train(algo, 0, progress=False, num_chunks=1)
+    dist, _ = _values(algo, result.state, obs)
+    probs = np.asarray(jax.nn.softmax(dist.logits))
+    assert np.all(probs[np.arange(len(best)), best] > 0.95), probs
+
+
+def test_ppo_continuous_probe():
+    cfg = dataclasses.replace(ppo.Config(env="ProbeContinuous-v0", **PROBE_CFG),
+                              total_timesteps=32_000)
+    algo = ppo.make(cfg)
+    result = train(algo, 0, progress=False, num_chunks=1)
+    dist, _ = _values(algo, result.state, [[0.0]])
+    assert abs(float(dist.mean[0, 0]) - 0.5) < 0.15, dist.mean
+    assert result.final_returns()[0] > -0.15  # E[-(a-0.5)^2] = -(bias^2 + var)
+
+
+def test_config_errors_name_the_numbers():
+    with pytest.raises(ValueError, match="num_minibatches=5 does not divide num_steps=128"):
+        ppo.Config(num_minibatches=5)
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        ppo.Config(learning_rate=-1.0)
+    with pytest.raises(ValueError, match="gamma must be in"):
+        ppo.Config(gamma=1.5)
+    with pytest.raises(ValueError, match="less than one update"):
+        ppo.Config(total_timesteps=100)
+    with pytest.raises(ValueError, match="closest known ids"):
+        ppo.Config(env="CartPol-v1")
+    with pytest.raises(ValueError, match="activation"):
+        ppo.Config(activation="sigmoidd")
+
+
+def test_obs_normalisation_tracks_statistics():
+    cfg = ppo.Config(env="CartPole-v1", num_envs=8, num_steps=32, num_minibatches=2,
+                     total_timesteps=8 * 32 * 10, normalize_obs=True)
+    result = train(ppo.make(cfg), 0, progress=False, num_chunks=1)
+    stats = jax.tree.map(lambda x: x[0], result.state.obs_stats)
+    assert float(stats.count) == pytest.approx(8 * 32 * 10, rel=1e-3)
+    assert np.all(np.asarray(stats.var) > 0) and np.all(np.isfinite(stats.mean))

@@ -1,0 +1,108 @@
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_par.algos import ppo
+from jaxrl_par.train import choose_chunk, make_chunk_fn, train
+
+SMALL = ppo.Config(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2,
+                   update_epochs=2, total_timesteps=4 * 16 * 23)  # 23 updates: prime
+
+
+def _leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(jax.tree.map(
+        lambda a: jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+        else a, tree))]
+
+
+def _assert_trees_equal(a, b, rtol=0.0):
+    for x, y in zip(_leaves(a), _leaves(b), strict=True):
+        if rtol:
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=rtol)
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+def test_chunked_equals_one_scan():
+    algo = ppo.make(SMALL)
+    one = train(algo, 0, num_chunks=1, progress=False)
+    many = train(algo, 0, num_chunks=23, progress=False)
+    masked = train(algo, 0, num_chunks=5, progress=False)  # chunks of 5, the last masked
+    assert choose_chunk(23, 5) == 5 and choose_chunk(24, 5) == 4
+    _assert_trees_equal(one.state.params, many.state.params)
+    _assert_trees_equal(one.state.params, masked.state.params)
+    np.testing.assert_array_equal(one.metrics["loss"], many.metrics["loss"])
+    assert many.metrics["loss"].shape == (1, 23) and masked.metrics["loss"].shape == (1, 23)
+
+
+def test_seeds_vmapped_equal_single_runs():
+    algo = ppo.make(SMALL)
+    batched = train(algo, [0, 1, 2, 3], num_chunks=2, progress=False)
+    for i, seed in enumerate([0, 1, 2, 3]):
+        single = train(algo, seed, num_chunks=2, progress=False)
+        mine = jax.tree.map(lambda x, i=i: x[i:i + 1], batched.state.params)
+        _assert_trees_equal(mine, single.state.params, rtol=1e-5)
+        np.testing.assert_allclose(batched.metrics["episode_return"][i],
+                                   single.metrics["episode_return"][0], rtol=1e-5)
+    # Different seeds learn differently.
+    assert not np.allclose(_leaves(batched.state.params)[0][0], _leaves(batched.state.params)[0][1])
+
+
+def test_chunk_function_compiles_once():
+    algo = ppo.make(SMALL)
+    traces = []
+    orig_update = algo.update
+
+    def counting_update(state):
+        traces.append(1)
+        return orig_update(state)
+
+    algo = algo._replace(update=counting_update)
+    train(algo, 0, num_chunks=6, progress=False)
+    # eval_shape traces update once, the chunk function once more: never per chunk.
+    assert len(traces) == 2, len(traces)
+
+
+def test_resume_equals_never_stopping(tmp_path):
+    algo = ppo.make(SMALL)
+    full = train(algo, [0, 1], num_chunks=4, progress=False)
+    log = str(tmp_path / "run")
+    # An interrupted run: stop after the second chunk.
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, rows):
+        if done >= 12:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two)
+    resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
+    _assert_trees_equal(full.state.params, resumed.state.params)
+    np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
+    with open(os.path.join(log, "metrics.jsonl")) as f:
+        assert len(f.readlines()) == 23
+
+
+def test_nan_loss_raises_clear_error():
+    algo = ppo.make(SMALL)
+    orig = algo.update
+
+    def poisoned(state):
+        state, metrics = orig(state)
+        metrics["loss"] = metrics["loss"] * jax.numpy.nan
+        return state, metrics
+
+    with pytest.raises(FloatingPointError, match="loss became nan at update 0.*learning rate"):
+        train(algo._replace(update=poisoned), 0, num_chunks=2, progress=False)
+
+
+def test_make_chunk_fn_masks_past_the_end():
+    algo = ppo.make(SMALL)  # 23 updates
+    state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
+    chunk = make_chunk_fn(algo, 7, jax.tree.map(lambda x: x[0], state))
+    state, m = chunk(state, 21)  # updates 21..27: only 21 and 22 run
+    assert int(state.update_count[0]) == 2
+    assert np.all(np.asarray(m["loss"])[0, 2:] == 0.0) and np.all(np.asarray(m["loss"])[0, :2] != 0)
