@@ -32,6 +32,18 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
     t.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    par = t.add_argument_group("devices and hosts (see docs/scaling.md)")
+    par.add_argument("--devices", type=int, default=None,
+                     help="train on a ('pop','data') mesh of N devices (all hosts' together)")
+    par.add_argument("--pop", type=int, default=None,
+                     help="pop axis of the mesh: seeds split over N device groups, each "
+                          "data-parallel over devices/N (default 1)")
+    par.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                     help="multi-host: process 0's address, or 'auto' to detect SLURM/MPI/TPU")
+    par.add_argument("--num-processes", type=int, default=None, help="multi-host: process count")
+    par.add_argument("--process-id", type=int, default=None, help="multi-host: this process")
+    par.add_argument("--debug-replication", action="store_true",
+                     help="check after every chunk that data-parallel replicas are identical")
     sub.add_parser("list", help="list algorithms and environments")
     return p
 
@@ -47,15 +59,39 @@ def _config(args) -> object:
     return apply_overrides(module.Config(), overrides)
 
 
+def _start_hosts(args) -> None:
+    """Joins a multi-host run before anything touches a device."""
+    from jaxrl_par import parallel
+
+    if args.coordinator == "auto":
+        parallel.initialize()
+    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
+        parallel.initialize(args.coordinator, args.num_processes, args.process_id)
+
+
 def cmd_train(args) -> int:
+    import dataclasses
+
+    import jax
+
+    from jaxrl_par import axes
     from jaxrl_par.train import train
 
+    _start_hosts(args)
     module = algos.get(args.algo)
     cfg = _config(args)
+    # A mesh when asked for, and always on several hosts (it spans every host's devices).
+    sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
+    if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
+        cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
     algo = module.make(cfg)
     seeds = list(range(args.seed, args.seed + args.seeds))
+    mesh_kw = {"devices": args.devices, "pop": args.pop or 1,
+               "debug_replication": args.debug_replication} if sharded else {}
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
-                   resume=args.resume, progress=not args.no_progress)
+                   resume=args.resume, progress=not args.no_progress, **mesh_kw)
+    if jax.process_index() != 0:  # only process 0 reports
+        return 0
     finals = result.final_returns()
     env_steps = int(result.env_steps[-1]) if len(result.env_steps) else 0
     summary = {
