@@ -10,6 +10,8 @@ from jaxrl_par.algos.base import Algorithm
 # name -> (module, one-line description); modules import lazily
 ALGORITHMS: dict[str, tuple[str, str]] = {
     "ppo": ("jaxrl_par.algos.ppo", "PPO: synchronous vectorised actors, clipped surrogate"),
+    "dqn": ("jaxrl_par.algos.dqn", "DQN: serial replay learner, double/dueling/n-step/PER options"),
+    "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
 }
 
 

@@ -1,0 +1,255 @@
+"""Deep Q-Networks (Mnih et al. 2015, https://www.nature.com/articles/nature14236).
+
+The serial replay paradigm: ``num_envs`` vectorised envs act epsilon-greedily (linear
+decay) for ``num_steps`` steps, the n-step transitions go to a replay buffer that lives in
+the state, and the learner takes one gradient step per ``train_frequency`` env steps on a
+random batch, with a target network (hard copy every ``target_update_period`` gradient
+steps, or Polyak averaging with ``tau < 1``). One ``update`` does both, inside jit.
+
+Options: double Q-learning (van Hasselt et al. 2016), dueling head (Wang et al. 2016),
+n-step returns, Huber or MSE loss, prioritized replay (Schaul et al. 2016,
+https://arxiv.org/abs/1511.05952) with ``beta`` annealed to 1. Truncated episodes
+bootstrap from ``final_obs``, terminated ones do not. Learning starts after
+``learning_starts`` env steps and once the buffer holds a batch (``lax.cond``).
+
+With ``axis_name`` set (data parallel), each shard keeps its own replay of its envs
+(``buffer_size`` and ``batch_size`` are per shard) and gradients are averaged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_par import axes, envs, replay
+from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.q_common import act_steps, example_transition, to_transitions
+from jaxrl_par.exploration import linear_epsilon
+from jaxrl_par.networks import ACTIVATIONS, QNetwork
+from jaxrl_par.qlearning import LOSSES, batch_normalized_weights, NStepCarry, init_nstep_carry, q_loss
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """DQN hyperparameters. Defaults follow PureJaxRL's DQN on CartPole-v1 (10 envs,
+    one gradient step of 128 per 10 env steps, target copy every 500 env steps), with
+    10 env steps per env in one update (10 gradient steps)."""
+
+    env: str = "CartPole-v1"
+    num_envs: int = 10  # global: split over the data axis when sharded
+    num_steps: int = 10  # env steps per env in one update
+    total_timesteps: int = 500_000
+    buffer_size: int = 10_000  # per shard
+    batch_size: int = 128  # per shard
+    learning_starts: int = 10_000  # env steps (all envs) before the first gradient step
+    train_frequency: int = 10  # env steps (all envs) per gradient step
+    learning_rate: float = 2.5e-4
+    max_grad_norm: float = 10.0
+    gamma: float = 0.99
+    n_step: int = 1
+    double_q: bool = True
+    dueling: bool = False
+    loss: str = "mse"  # "huber" or "mse"
+    huber_delta: float = 1.0
+    target_update_period: int = 50  # gradient steps between target updates
+    tau: float = 1.0  # 1: hard copy; < 1: Polyak averaging every target_update_period
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    exploration_fraction: float = 0.5  # of total_timesteps to decay epsilon over
+    prioritized: bool = False
+    per_alpha: float = 0.6
+    per_beta: float = 0.4  # annealed linearly to 1 over the run
+    priority_eps: float = 1e-6
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    activation: str = "relu"
+    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+
+    def __post_init__(self):
+        validate(self, positive=("num_envs", "num_steps", "total_timesteps", "buffer_size",
+                                 "batch_size", "train_frequency", "learning_rate", "n_step",
+                                 "target_update_period", "huber_delta"),
+                 non_negative=("learning_starts", "max_grad_norm", "per_alpha",
+                               "priority_eps"),
+                 unit_interval=("gamma", "epsilon_start", "epsilon_end",
+                                "exploration_fraction", "per_beta", "tau"))
+        envs.check_env_id(self.env)
+        if self.tau <= 0:
+            raise ValueError("dqn.Config.tau must be in (0, 1]: 1 for a hard target copy")
+        if not isinstance(self.n_step, int):
+            raise ValueError(f"dqn.Config.n_step must be an int, got {self.n_step!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"dqn.Config.loss={self.loss!r}; choose from {LOSSES}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"dqn.Config.activation={self.activation!r}; "
+                             f"choose from {sorted(ACTIVATIONS)}")
+        if self.env_steps_per_update % self.train_frequency:
+            raise ValueError(
+                f"dqn.Config.train_frequency={self.train_frequency} does not divide the "
+                f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "
+                "pick a divisor so every update takes a whole number of gradient steps")
+        if self.num_updates < 1:
+            raise ValueError(f"dqn.Config.total_timesteps={self.total_timesteps} is less than "
+                             f"one update of num_envs*num_steps={self.env_steps_per_update}")
+        if self.batch_size > self.buffer_size:
+            raise ValueError(f"dqn.Config.batch_size={self.batch_size} exceeds buffer_size="
+                             f"{self.buffer_size}; raise buffer_size")
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        return self.env_steps_per_update // self.train_frequency
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.env_steps_per_update
+
+
+@struct.dataclass
+class State:
+    params: dict
+    target_params: dict
+    opt_state: optax.OptState
+    env_state: envs.EnvState  # leaves [N_local, ...]
+    nstep_carry: NStepCarry  # [n_step - 1, N_local, ...]
+    buffer: object  # replay state (uniform or prioritized)
+    key: jax.Array
+    env_steps: jax.Array  # [] int32: env steps taken, all envs of all shards
+    gradient_steps: jax.Array  # [] int32
+    update_count: jax.Array  # [] int32
+
+
+def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> QNetwork:
+    """The Q-network for an env: MLP for flat observations, MinAtar CNN for images."""
+    if not env_spec.discrete:
+        raise ValueError(f"{env_spec.env_id} has continuous actions; DQN needs a discrete "
+                         "action space (use SAC/PPO for continuous control)")
+    return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
+                    hidden_sizes=tuple(hidden_sizes), activation=activation, dueling=dueling)
+
+
+def make(config: Config) -> Algorithm:
+    """Builds DQN's pure ``init`` and ``update`` for ``config``."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
+    q_fn = network.apply
+    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
+                     optax.adam(cfg.learning_rate))
+    buf = (replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha) if cfg.prioritized
+           else replay.uniform(cfg.buffer_size))
+    decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps)
+
+    def local_env() -> envs.VecEnv:
+        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
+
+    def env_keys(key):
+        return axes.shard_keys(key, cfg.num_envs, cfg.axis_name)
+
+    def init(key: jax.Array) -> State:
+        k_params, k_env, k_run = jax.random.split(key, 3)
+        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+        n_local = axes.local_size(cfg.num_envs, cfg.axis_name)
+        return State(
+            params=params,
+            target_params=params,
+            opt_state=tx.init(params),
+            env_state=local_env().reset(env_keys(k_env)),
+            nstep_carry=init_nstep_carry(cfg.n_step, n_local, spec.observation_shape),
+            buffer=buf.init(example_transition(spec.observation_shape)),
+            key=k_run,
+            env_steps=jnp.int32(0),
+            gradient_steps=jnp.int32(0),
+            update_count=jnp.int32(0),
+        )
+
+    def gradient_step(carry, key):
+        """One learner step. Carry ``(params, target, opt_state, buffer, step, beta)``;
+        outputs ``(loss, q_mean)``."""
+        params, target_params, opt_state, buffer, step, beta = carry
+        sample = buf.sample(buffer, key, cfg.batch_size, beta)
+        importance_weights = batch_normalized_weights(sample.weights, cfg.axis_name)
+        (loss, aux), grads = jax.value_and_grad(q_loss, has_aux=True)(
+            params, target_params, q_fn, sample.transitions, importance_weights, cfg.double_q,
+            cfg.loss, cfg.huber_delta)
+        grads = axes.pmean(grads, cfg.axis_name)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        if cfg.prioritized:
+            priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * sample.transitions.mask
+            buffer = buf.update_priorities(buffer, sample.indices, priorities)
+        step = step + 1
+        target_params = optax.periodic_update(
+            optax.incremental_update(params, target_params, cfg.tau), target_params, step,
+            cfg.target_update_period)
+        return (params, target_params, opt_state, buffer, step, beta), (loss, aux["q_mean"])
+
+    def learn(carry, buffer, key):
+        """``gradient_steps_per_update`` learner steps. Returns the learner carry, the
+        buffer's priorities (the storage is read-only here, so ``lax.cond`` under ``vmap``
+        selects only the small parts) and mean ``(loss, q_mean)``."""
+        params, target_params, opt_state, step, beta = carry
+        keys = jax.random.split(key, cfg.gradient_steps_per_update)
+        inner = (params, target_params, opt_state, buffer, step, beta)
+        inner, (loss, q_mean) = jax.lax.scan(gradient_step, inner, keys)
+        params, target_params, opt_state, buffer, step, beta = inner
+        return ((params, target_params, opt_state, step, beta), _priorities(buffer),
+                (jnp.mean(loss), jnp.mean(q_mean)))
+
+    def skip(carry, buffer, key):
+        return carry, _priorities(buffer), (jnp.float32(0.0), jnp.float32(0.0))
+
+    def _priorities(buffer):
+        return (buffer.tree, buffer.max_priority) if cfg.prioritized else ()
+
+    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        key, k_act, k_learn = jax.random.split(state.key, 3)
+        epsilon = linear_epsilon(state.env_steps, cfg.epsilon_start, cfg.epsilon_end,
+                                 decay_steps)
+        env_state, steps, ts = act_steps(local_env(), q_fn, state.params, state.env_state,
+                                         k_act, epsilon, cfg.num_steps, env_keys)
+        carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
+                                            state.env_steps)
+        if cfg.prioritized:  # new items get the largest priority seen (Schaul et al.)
+            priorities = state.buffer.max_priority * transitions.mask
+            buffer = buf.add(state.buffer, transitions, priorities)
+        else:
+            buffer = buf.add(state.buffer, transitions)
+        env_steps = state.env_steps + cfg.env_steps_per_update
+        beta = cfg.per_beta + (1.0 - cfg.per_beta) * jnp.minimum(
+            1.0, env_steps.astype(jnp.float32) / cfg.total_timesteps)
+        can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
+        learner = (state.params, state.target_params, state.opt_state, state.gradient_steps,
+                   beta)
+        learner, prio, (loss, q_mean) = jax.lax.cond(can_learn, learn, skip, learner, buffer,
+                                                     k_learn)
+        params, target_params, opt_state, gradient_steps, _ = learner
+        if cfg.prioritized:
+            buffer = buffer.replace(tree=prio[0], max_priority=prio[1])
+        metrics = {"loss": loss, "q_mean": q_mean, "epsilon": epsilon,
+                   "gradient_steps": gradient_steps.astype(jnp.float32)}
+        metrics = axes.pmean(metrics, cfg.axis_name)
+        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
+        new_state = State(params, target_params, opt_state, env_state, carry, buffer, key,
+                          env_steps, gradient_steps, state.update_count + 1)
+        return new_state, metrics
+
+    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        del key  # greedy
+        return jnp.argmax(q_fn(state.params, obs), axis=-1).astype(jnp.int32)
+
+    return Algorithm(
+        config=cfg,
+        init=init,
+        update=update,
+        num_updates=cfg.num_updates,
+        env_steps_per_update=cfg.env_steps_per_update,
+        act=act,
+    )
