@@ -45,6 +45,8 @@ class FiveValueStep:
         self._env = env
 
     def __getattr__(self, name):
+        if name == "_env" or name.startswith("__"):  # copy/deepcopy probe before __init__
+            raise AttributeError(name)
         return getattr(self._env, name)
 
     def step(self, key, state, action, params=None):

@@ -47,14 +47,18 @@ def local_size(global_size: int, axis_name: str | None, what: str = "num_envs") 
     return global_size // n
 
 
-def shard_keys(key: jax.Array, global_size: int, axis_name: str | None) -> jax.Array:
+def shard_keys(key: jax.Array, global_size: int, axis_name: str | None,
+               steps: int | None = None) -> jax.Array:
     """This shard's slice of ``jax.random.split(key, global_size)``.
 
     Returns ``[global_size // axis_size]`` keys: shard ``i`` gets keys ``[i*n, (i+1)*n)``,
-    the same keys those items get on one device.
+    the same keys those items get on one device. With ``steps``, draws keys for that many
+    time steps at once: ``split(key, steps * global_size)`` viewed as ``[steps,
+    global_size]``, sliced the same way to ``[steps, n]``.
     """
     n = local_size(global_size, axis_name)
-    keys = jax.random.split(key, global_size)
-    if axis_name is None:
-        return keys
-    return jax.lax.dynamic_slice_in_dim(keys, axis_index(axis_name) * n, n)
+    rows = 1 if steps is None else steps
+    keys = jax.random.split(key, rows * global_size).reshape(rows, global_size)
+    if axis_name is not None:
+        keys = jax.lax.dynamic_slice_in_dim(keys, axis_index(axis_name) * n, n, axis=1)
+    return keys[0] if steps is None else keys

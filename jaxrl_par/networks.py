@@ -1,10 +1,8 @@
 """Networks and action distributions shared by every algorithm.
 
 * Torsos: :class:`MLP` and :class:`MinAtarCNN`.
-* :class:`ActorCritic`: a policy head (categorical or diagonal Gaussian) and a value head.
-  With ``shared_torso=False`` the actor and critic have separate torsos, as in PureJaxRL,
-  but they are computed as one stacked network (``nn.vmap`` over a branch axis of 2), so
-  each layer is one batched matmul instead of two: the same function, fewer ops.
+* :class:`ActorCritic`: a policy head (categorical or diagonal Gaussian) and a value head,
+  on one shared torso or (default, as in PureJaxRL) separate actor and critic torsos.
 * :func:`make_policy`: the ``policy(params, obs, key) -> (action, extras)`` closure used by
   rollouts, evaluation and notebooks.
 """
@@ -122,7 +120,8 @@ class ActorCritic(nn.Module):
         state-independent ``log_std``.
       obs_shape: observation shape without the batch axis (picks MLP or CNN torso).
       hidden_sizes, activation: torso layout.
-      shared_torso: one torso feeds both heads; otherwise two (stacked) torsos.
+      shared_torso: one torso feeds both heads; otherwise separate actor and critic
+        torsos (as in PureJaxRL), and :meth:`value` runs the critic alone.
       torso: ``"auto"``, ``"mlp"`` or ``"cnn"`` (see :func:`make_torso`).
     """
 
@@ -134,29 +133,28 @@ class ActorCritic(nn.Module):
     shared_torso: bool = False
     torso: str = "auto"
 
-    @nn.compact
+    def setup(self):
+        make = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,  # noqa: E731
+                                  self.torso)
+        self.actor_torso = make()
+        self.critic_torso = self.actor_torso if self.shared_torso else make()
+        self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
+        self.policy_head = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+
     def __call__(self, obs: jax.Array):
-        torso = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,  # noqa: E731
-                                   self.torso)
-        if self.shared_torso:
-            h = torso()(obs)
-            h_pi, h_v = h, h
-        else:
-            stacked = nn.vmap(
-                lambda mdl, x: mdl(x),
-                in_axes=None,
-                out_axes=0,
-                variable_axes={"params": 0},
-                split_rngs={"params": True},
-                axis_size=2,
-            )
-            h_pi, h_v = stacked(torso(), obs)
-        value = nn.Dense(1, kernel_init=orthogonal(1.0))(h_v)[..., 0]
-        out = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h_pi)
+        h_pi = self.actor_torso(obs)
+        h_v = h_pi if self.shared_torso else self.critic_torso(obs)
+        value = self.value_head(h_v)[..., 0]
+        out = self.policy_head(h_pi)
         if self.discrete:
             return Categorical(out), value
-        log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
-        return DiagGaussian(out, jnp.broadcast_to(log_std, out.shape)), value
+        return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape)), value
+
+    def value(self, obs: jax.Array) -> jax.Array:
+        """``[B]`` state values alone (skips the policy head and, if separate, its torso)."""
+        return self.value_head(self.critic_torso(obs))[..., 0]
 
 
 class PolicyExtras(NamedTuple):

@@ -30,6 +30,9 @@ from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_
 from jaxrl_par.returns import gae_advantages
 
 
+ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
@@ -159,16 +162,20 @@ def make(config: Config) -> Algorithm:
         """Acts ``num_steps`` times. Returns the final env state and ``[T, N]`` records."""
         env = local_env()
         low, high = (None, None) if spec.discrete else spec.action_bounds
+        k_act, k_env = jax.random.split(key)
+        # All of the rollout's per-env keys at once, [T, N_local] each: one batched split.
+        keys = (axes.shard_keys(k_act, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps),
+                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps))
 
-        def step(env_state, step_key):
-            k_act, k_env = jax.random.split(step_key)
+        def step(env_state, step_keys):
+            act_keys, env_step_keys = step_keys
             obs = prepare(state.obs_stats, env_state.obs)
-            action, extras = policy(state.params, obs, env_keys(k_act))
+            action, extras = policy(state.params, obs, act_keys)
             env_action = action if spec.discrete else jnp.clip(action, low, high)
-            env_state, ts = env.step(env_keys(k_env), env_state, env_action)
+            env_state, ts = env.step(env_step_keys, env_state, env_action)
             return env_state, (obs, action, extras, ts)
 
-        return jax.lax.scan(step, state.env_state, jax.random.split(key, cfg.num_steps))
+        return jax.lax.scan(step, state.env_state, keys, unroll=ROLLOUT_UNROLL)
 
     def loss_fn(params, mb: Batch):
         dist, value = network.apply(params, mb.obs)
@@ -228,7 +235,8 @@ def make(config: Config) -> Algorithm:
         # step's value when the episode goes on and is the truncation bootstrap otherwise.
         t, n = ts.reward.shape
         final = prepare(state.obs_stats, ts.final_obs)
-        _, bootstrap = network.apply(state.params, final.reshape((t * n,) + final.shape[2:]))
+        bootstrap = network.apply(state.params, final.reshape((t * n,) + final.shape[2:]),
+                                  method=ActorCritic.value)
         gae = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
         advantage, target = gae(ts.reward, extras.value, bootstrap.reshape(t, n),
                                 ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
