@@ -147,3 +147,17 @@ def test_branching_factors_agree(branching):
     pos = np.flatnonzero(mass > 0)
     found = find_jit(tree, jnp.asarray((cumulative - mass / 2)[pos], jnp.float32))
     np.testing.assert_array_equal(found, pos)
+
+
+def test_out_of_range_and_invalid_entries_write_nothing():
+    """The tree is one flat array: indices past the padded leaves (or masked invalid) must
+    not land in the internal levels; duplicates still follow the last-occurrence rule."""
+    tree = sum_tree.init(CAPACITY, BRANCHING)
+    ref = NumpySumTree(CAPACITY)
+    indices = jnp.array([5, 39, 40, 10**6, -1, 5, 7, 7], jnp.int32)
+    values = jnp.array([1.0, 9.0, 9.0, 9.0, 9.0, 2.0, 3.0, 4.0], jnp.float32)
+    valid = jnp.array([True] * 6 + [False, True])
+    tree = jax.jit(sum_tree.update)(tree, indices, values, valid=valid)
+    ref.update([5, 5, 7], np.float32([1.0, 2.0, 4.0]))
+    check_against_reference(tree, ref)
+    np.testing.assert_array_equal(sum_tree.rebuild(tree).flat, tree.flat)

@@ -1,18 +1,31 @@
 """A K-ary sum tree (with a min tree beside it), vectorised over a batch, without drift.
 
-Layout: `sums[0]` holds the leaf masses (p^alpha), padded with zeros to a multiple of the
-branching factor K; `sums[l + 1][j] = sum(sums[l][j*K:(j+1)*K])`; the last level has at
-most K nodes, padded to K, and their sum is the total mass. `mins[l]` mirrors
-`sums[l + 1]` with the minimum positive leaf mass below each node (+inf if none): the
-leaves are shared, so the min tree costs only the internal nodes.
+Levels: level 0 holds the leaf masses (p^alpha), padded with zeros to a multiple of the
+branching factor K; node j of level l + 1 is the sum of nodes `j*K .. j*K + K - 1` of level
+l; the last level has at most K nodes, padded to K, and their sum is the total mass. Beside
+each internal node sits the minimum positive leaf mass below it (+inf if none): the leaves
+are shared, so the min tree costs only the internal nodes.
 
-Memory: about `1 + 2/(K-1)` float32 per slot (K=8: 1.29, K=32: 1.07), against 2 for a
-binary sum tree and 4 for binary sum + min trees.
+Storage: the whole tree is ONE float32 array, so a jitted call passes one buffer (a call
+costs about 1-2 us per argument buffer on CPU) and every write is an in-place scatter into
+it. The leaves come first (`[n_0]`, padded to a multiple of 2K); then each internal level
+as rows of 2K floats, `[K sums of a sibling group | their K mins]`, so one gather of a row
+brings both the sums and the mins of a node's children and one scatter writes a parent's
+sum and min. `sums` and `mins` give the per-level views (`sums[0]` the leaves, `sums[l]`
+float32 `[n_l]`, `mins[l - 1]` beside `sums[l]`).
+
+Memory: about `1 + 2/(K-1)` float32 per slot (K=8: 1.29, K=16: 1.13, K=32: 1.07), against
+2 for a binary sum tree and 4 for binary sum + min trees.
 
 No drift: an update writes the leaves, then recomputes every affected internal node from
 its K children, level by level, vectorised over the batch: O(batch * K * log_K capacity).
 Internal nodes are therefore always the float32 sum of their children, whatever the
 history of updates, unlike trees that add deltas (flashbax issue #52).
+
+Duplicates: when an index occurs several times in one update, its LAST occurrence wins.
+Without a sort: the leaves to write are first set to -1, then a scatter-max writes each
+occurrence's batch position there (max is order-free, hence deterministic), a gather reads
+the winning position back, and only the winners write their values.
 
 Search: a target mass descends from the top; at each level it picks the first child whose
 cumulative mass exceeds the residual target. If rounding leaves the residual at or past
@@ -30,23 +43,6 @@ import jax.numpy as jnp
 from flax import struct
 
 
-@struct.dataclass
-class SumMinTree:
-    """A K-ary sum tree and min tree over `capacity` leaves.
-
-    Attributes:
-        sums: tuple; `sums[0]` float32 `[n_0 * ...]` leaf masses; `sums[l]` float32
-            `[ceil(n_l / K) * K]` node sums, the last one `[K]`.
-        mins: tuple; `mins[l]` float32, same shape as `sums[l + 1]`: min positive leaf mass
-            under the node, +inf where there is none.
-        branching: static K.
-    """
-
-    sums: tuple
-    mins: tuple
-    branching: int = struct.field(pytree_node=False)
-
-
 def level_sizes(capacity: int, branching: int) -> list[int]:
     """Padded length of each level, leaves first; each a multiple of `branching`."""
     sizes, n = [], capacity
@@ -58,37 +54,102 @@ def level_sizes(capacity: int, branching: int) -> list[int]:
         n = nodes
 
 
+def _layout(sizes: tuple, k: int) -> tuple[int, tuple, int]:
+    """(leaf region length, start of each internal level in the flat array, total length)."""
+    leaf_region = math.ceil(sizes[0] / (2 * k)) * 2 * k
+    starts, pos = [], leaf_region
+    for s in sizes[1:]:
+        starts.append(pos)
+        pos += 2 * s
+    return leaf_region, tuple(starts), pos
+
+
+@struct.dataclass
+class SumMinTree:
+    """A K-ary sum tree and min tree over `capacity` leaves, in one float32 array.
+
+    Attributes:
+        flat: float32 `[length]` (leading batch axes allowed under vmap): the leaves, then
+            each internal level as rows `[K sums | K mins]` (see the module docstring).
+        sizes: static padded length of each level, leaves first (`level_sizes`).
+        branching: static K.
+    """
+
+    flat: jax.Array
+    sizes: tuple = struct.field(pytree_node=False)
+    branching: int = struct.field(pytree_node=False)
+
+    def _level(self, level: int, half: int) -> jax.Array:
+        k = self.branching
+        _, starts, _ = _layout(self.sizes, k)
+        n = self.sizes[level]
+        start = starts[level - 1]
+        batch = self.flat.shape[:-1]
+        rows = self.flat[..., start : start + 2 * n].reshape(*batch, n // k, 2 * k)
+        return rows[..., half * k : (half + 1) * k].reshape(*batch, n)
+
+    @property
+    def sums(self) -> tuple:
+        """Per-level node sums: `sums[0]` the leaves `[n_0]`, `sums[l]` `[n_l]`."""
+        leaves = self.flat[..., : self.sizes[0]]
+        return (leaves,) + tuple(self._level(l, 0) for l in range(1, len(self.sizes)))
+
+    @property
+    def mins(self) -> tuple:
+        """`mins[l]`, beside `sums[l + 1]`: min positive leaf mass below (+inf if none)."""
+        return tuple(self._level(l, 1) for l in range(1, len(self.sizes)))
+
+
 def init(capacity: int, branching: int = 8) -> SumMinTree:
     """An all-zero tree (every leaf empty: never sampled)."""
     if branching < 2:
         raise ValueError(f"branching must be >= 2, got {branching}.")
-    sizes = level_sizes(capacity, branching)
-    sums = tuple(jnp.zeros((s,), jnp.float32) for s in sizes)
-    mins = tuple(jnp.full((s,), jnp.inf, jnp.float32) for s in sizes[1:])
-    return SumMinTree(sums=sums, mins=mins, branching=branching)
+    sizes = tuple(level_sizes(capacity, branching))
+    leaf_region, _, length = _layout(sizes, branching)
+    k = branching
+    internal = jnp.tile(
+        jnp.concatenate([jnp.zeros((k,), jnp.float32), jnp.full((k,), jnp.inf, jnp.float32)]),
+        (length - leaf_region) // (2 * k),
+    )
+    flat = jnp.concatenate([jnp.zeros((leaf_region,), jnp.float32), internal])
+    return SumMinTree(flat=flat, sizes=sizes, branching=branching)
 
 
 def leaves(tree: SumMinTree) -> jax.Array:
     """float32 `[padded capacity]` leaf masses."""
-    return tree.sums[0]
+    return tree.flat[..., : tree.sizes[0]]
+
+
+def _top(tree: SumMinTree) -> jax.Array:
+    """float32 `[..., 2K]`: the top row, `[K sums | K mins]` (no internal level: leaves)."""
+    k = tree.branching
+    _, starts, length = _layout(tree.sizes, k)
+    return tree.flat[..., starts[-1] : length] if starts else None
 
 
 def total(tree: SumMinTree) -> jax.Array:
     """float32 `[]` total mass."""
-    return jnp.sum(tree.sums[-1])
+    top = _top(tree)
+    if top is None:
+        return jnp.sum(leaves(tree), axis=-1)
+    return jnp.sum(top[..., : tree.branching], axis=-1)
 
 
 def minimum(tree: SumMinTree) -> jax.Array:
     """float32 `[]` smallest positive leaf mass, +inf if every leaf is zero."""
-    if not tree.mins:  # one level: the leaves are the top
-        return jnp.min(jnp.where(tree.sums[0] > 0, tree.sums[0], jnp.inf))
-    return jnp.min(tree.mins[-1])
+    top = _top(tree)
+    if top is None:  # one level: the leaves are the top
+        x = leaves(tree)
+        return jnp.min(jnp.where(x > 0, x, jnp.inf), axis=-1)
+    return jnp.min(top[..., tree.branching :], axis=-1)
 
 
 def sort_last_occurrence(
     indices: jax.Array, bound: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Sorts a batch of indices and marks the last occurrence (in batch order) of each.
+
+    (Kept for batches of 2^24 or more, where batch positions are not exact in float32.)
 
     Args:
         indices: int32 `[n]` in `[0, bound]`.
@@ -111,6 +172,10 @@ def sort_last_occurrence(
     return sorted_idx, positions, is_last
 
 
+def _positive_min(x: jax.Array) -> jax.Array:
+    return jnp.min(jnp.where(x > 0, x, jnp.inf), axis=-1)
+
+
 def update(
     tree: SumMinTree,
     indices: jax.Array,
@@ -122,7 +187,7 @@ def update(
 
     Args:
         tree: the tree.
-        indices: int32 `[n]` leaves, in `[0, capacity)` where `valid`.
+        indices: int32 `[n]` leaves, in `[0, capacity)` where `valid` (others are ignored).
         values: float32 `[n]` new masses, finite and >= 0.
         unique: static; promise that `indices` are distinct (skips the duplicate rule).
         valid: optional bool `[n]`; entries marked False change nothing.
@@ -133,55 +198,70 @@ def update(
     """
     chex.assert_rank([indices, values], 1)
     chex.assert_equal_shape([indices, values])
-    k = tree.branching
+    k, sizes = tree.branching, tree.sizes
+    leaf_region, starts, length = _layout(sizes, k)
+    n = indices.shape[0]
     indices = indices.astype(jnp.int32)
     values = values.astype(jnp.float32)
-    leaf = tree.sums[0]
-    out_of_range = leaf.shape[0]  # scatter index that is dropped
+    flat = tree.flat
+    drop = length  # a scatter index past the array: dropped
+    inside = (indices >= 0) & (indices < sizes[0])
     if valid is not None:
-        indices = jnp.where(valid, indices, out_of_range)
+        inside = inside & valid
+    indices = jnp.where(inside, indices, drop)
     if unique:
-        keep = indices < out_of_range
+        flat = flat.at[indices].set(values, mode="drop", unique_indices=True)
+    elif n < 2**24:  # batch positions exact in float32
+        positions = jnp.arange(n, dtype=jnp.float32)
+        flat = flat.at[indices].set(-1.0, mode="drop")
+        flat = flat.at[indices].max(positions, mode="drop")
+        winner = flat.at[indices].get(mode="fill", fill_value=-2.0)
+        flat = flat.at[jnp.where(winner == positions, indices, drop)].set(values, mode="drop")
     else:
-        indices, positions, keep = sort_last_occurrence(indices, out_of_range)
-        values = values[positions]
-        keep = keep & (indices < out_of_range)
-    leaf = leaf.at[jnp.where(keep, indices, out_of_range)].set(
-        values, mode="drop", indices_are_sorted=not unique
-    )
+        indices, order, is_last = sort_last_occurrence(indices, drop)
+        flat = flat.at[jnp.where(is_last, indices, drop)].set(
+            values[order], mode="drop", indices_are_sorted=True
+        )
     # Entries that wrote nothing recompute the (harmless) path of leaf 0.
-    node = jnp.where(indices < out_of_range, indices, 0)
-    sums, mins = [leaf], []
-    for level in range(1, len(tree.sums)):
-        node = node // k
-        below = sums[-1].reshape(-1, k)[node]  # [n, K]
+    node = jnp.where(indices < drop, indices, 0)
+    for level in range(1, len(sizes)):
+        node = node // k  # the parent, at this level; its children are row `node` below
         if level == 1:
-            positive = jnp.where(below > 0, below, jnp.inf)
-            below_min = positive.min(axis=-1)
+            children = flat[:leaf_region].reshape(-1, k)[node]  # [n, K] leaf masses
+            new_sum, new_min = children.sum(axis=-1), _positive_min(children)
         else:
-            below_min = mins[-1].reshape(-1, k)[node].min(axis=-1)
+            below = starts[level - 2]
+            rows = flat[below : starts[level - 1]].reshape(-1, 2 * k)[node]  # [n, 2K]
+            new_sum, new_min = rows[:, :k].sum(axis=-1), rows[:, k:].min(axis=-1)
+        at = starts[level - 1] + (node // k) * (2 * k) + node % k
         # Duplicate parents write identical values, so the scatter is deterministic.
-        sums.append(tree.sums[level].at[node].set(below.sum(axis=-1)))
-        mins.append(tree.mins[level - 1].at[node].set(below_min))
-    return SumMinTree(sums=tuple(sums), mins=tuple(mins), branching=k)
+        flat = flat.at[jnp.concatenate([at, at + k])].set(
+            jnp.concatenate([new_sum, new_min]), mode="promise_in_bounds"
+        )
+    return SumMinTree(flat=flat, sizes=sizes, branching=k)
 
 
 def rebuild(tree: SumMinTree) -> SumMinTree:
     """Recomputes every internal node from the leaves (O(capacity)); for tests and repair."""
-    k = tree.branching
-    sums, mins = [tree.sums[0]], []
-    for level in range(1, len(tree.sums)):
-        n = tree.sums[level].shape[0]
-        below = sums[-1].reshape(-1, k)
-        s = below.sum(axis=-1)
-        if level == 1:
-            m = jnp.where(below > 0, below, jnp.inf).min(axis=-1)
-        else:
-            m = mins[-1].reshape(-1, k).min(axis=-1)
-        pad = n - s.shape[0]
-        sums.append(jnp.pad(s, (0, pad)))
-        mins.append(jnp.pad(m, (0, pad), constant_values=jnp.inf))
-    return SumMinTree(sums=tuple(sums), mins=tuple(mins), branching=k)
+    k, sizes = tree.branching, tree.sizes
+    leaf_region, _, _ = _layout(sizes, k)
+    parts = [tree.flat[..., :leaf_region]]
+    s = tree.flat[..., : sizes[0]]
+    m = None
+    batch = tree.flat.shape[:-1]
+    for level in range(1, len(sizes)):
+        below = s.reshape(*batch, -1, k)
+        new_s = below.sum(axis=-1)
+        new_m = _positive_min(below) if m is None else m.reshape(*batch, -1, k).min(axis=-1)
+        pad = [(0, 0)] * len(batch) + [(0, sizes[level] - new_s.shape[-1])]
+        s = jnp.pad(new_s, pad)
+        m = jnp.pad(new_m, pad, constant_values=jnp.inf)
+        rows = jnp.concatenate(
+            [s.reshape(*batch, -1, k), m.reshape(*batch, -1, k)], axis=-1
+        )
+        parts.append(rows.reshape(*batch, -1))
+    flat = jnp.concatenate(parts, axis=-1)
+    return SumMinTree(flat=flat, sizes=sizes, branching=k)
 
 
 def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
@@ -197,18 +277,25 @@ def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
         (index 0 when the total is zero).
     """
     chex.assert_rank(targets, 1)
-    k = tree.branching
+    k, sizes = tree.branching, tree.sizes
+    leaf_region, starts, length = _layout(sizes, k)
+    flat = tree.flat
     residual = jnp.maximum(targets.astype(jnp.float32), 0.0)
     node = jnp.zeros(targets.shape, jnp.int32)
     lanes = jnp.arange(k, dtype=jnp.int32)
-    for level in range(len(tree.sums) - 1, -1, -1):
-        children = tree.sums[level].reshape(-1, k)[node]  # [n, K]
-        # Inclusive prefix sums, sequential over the K lanes (unrolled: K is small and
-        # static; XLA fuses it, where cumsum lowers to a slow reduce-window on CPU).
-        partial = [children[:, 0]]
-        for j in range(1, k):
-            partial.append(partial[-1] + children[:, j])
-        cumulative = jnp.stack(partial, axis=-1)
+    for level in range(len(sizes) - 1, -1, -1):
+        if level == 0:
+            children = flat[:leaf_region].reshape(-1, k)[node]  # [n, K]
+        else:
+            end = starts[level] if level < len(starts) else length
+            children = flat[starts[level - 1] : end].reshape(-1, 2 * k)[node, :k]
+        # Inclusive prefix sums over the K lanes by log2(K) shifted adds (one fusion; cumsum
+        # lowers to a slow reduce-window on CPU). The float sums need not be monotone.
+        cumulative = children
+        shift = 1
+        while shift < k:  # Hillis-Steele: log2(K) shifted adds, one fusion
+            cumulative = cumulative + jnp.pad(cumulative[:, :-shift], ((0, 0), (shift, 0)))
+            shift *= 2
         # The first child with positive mass whose prefix passes the residual; testing the
         # mass too keeps zero-mass children out even if rounding made prefixes non-monotone.
         hit = (cumulative > residual[:, None]) & (children > 0)
