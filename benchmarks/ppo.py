@@ -116,20 +116,13 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int) -> dic
         (_, acc), _ = jax.lax.scan(body, (st, 0.0), jax.random.split(key, HP["num_steps"] * updates))
         return acc
 
-    from jaxrl_par.networks import make_policy  # the same closure PPO acts with
-
     def rollout(s):
         # Policy inference + env step only: PPO's own rollout, learning skipped.
-        env = envs.make(env_id, num_envs)
-        policy = make_policy(ppo_network(algo))
+        def body(st, k):
+            env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
+            return st.replace(env_state=env_state), ts.reward.sum() + extras.value.sum()
 
-        def body(es, k):
-            ka, ke = jax.random.split(k)
-            a, extras = policy(s.params, es.obs, jax.random.split(ka, num_envs))
-            es, ts = env.step(jax.random.split(ke, num_envs), es, a)
-            return es, ts.reward.sum() + extras.value.sum()
-
-        return jax.lax.scan(body, s.env_state, jax.random.split(s.key, HP["num_steps"] * updates))
+        return jax.lax.scan(body, s, jax.random.split(s.key, updates))
 
     c_ours, t_ours = compile_timed(ours, state)
     c_rejax, t_rejax = compile_timed(theirs, rstate)
@@ -149,18 +142,6 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int) -> dic
         "rollout_over_ceiling": sps["rollout"] / sps["ceiling"],
         "compile_seconds": {"ours": t_ours, "rejax": t_rejax},
     }
-
-
-def ppo_network(algo):
-    """Rebuilds the network PPO was made with (for the rollout-only measurement)."""
-    from jaxrl_par.networks import ActorCritic
-
-    cfg = algo.config
-    spec = envs.make(cfg.env, 1)
-    return ActorCritic(num_actions=spec.num_actions, discrete=spec.discrete,
-                       obs_shape=spec.observation_shape, hidden_sizes=cfg.hidden_sizes,
-                       activation=cfg.activation, shared_torso=cfg.shared_torso,
-                       torso=cfg.torso)
 
 
 def final_returns(total_timesteps: int, seed: int = 0) -> dict:
@@ -219,7 +200,16 @@ def main() -> None:
         out["final_returns"] = final_returns(100_000 if args.quick else 500_000)
         print("final return (CartPole-v1, 4 envs):", out["final_returns"])
     write_json(args.out, out)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out}\n")
+    print("| env | num_envs | ours steps/s | rejax steps/s | ours/rejax | rollout steps/s | "
+          "ceiling steps/s | rollout/ceiling | compile ours / rejax (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        s = r["steps_per_second"]
+        print(f"| {r['env']} | {r['num_envs']} | {s['ours']:,.0f} | {s['rejax']:,.0f} | "
+              f"{r['ratio_ours_over_rejax']:.2f} | {s['rollout']:,.0f} | {s['ceiling']:,.0f} | "
+              f"{r['rollout_over_ceiling']:.2f} | {r['compile_seconds']['ours']:.1f} / "
+              f"{r['compile_seconds']['rejax']:.1f} |")
 
 
 if __name__ == "__main__":

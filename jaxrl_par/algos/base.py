@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
@@ -21,6 +22,8 @@ class Algorithm(NamedTuple):
       num_updates: iterations in a full run (``config.total_timesteps`` worth).
       env_steps_per_update: environment steps one iteration takes (over all envs).
       act: ``act(state, obs, key) -> action`` for evaluation with the current parameters.
+      parts: named pure pieces of ``update`` (e.g. ``"rollout"``), for benchmarks and the
+        asynchronous runtimes that compose them differently.
     """
 
     config: Any
@@ -29,3 +32,4 @@ class Algorithm(NamedTuple):
     num_updates: int
     env_steps_per_update: int
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
+    parts: Mapping[str, Callable] = MappingProxyType({})

@@ -265,4 +265,5 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
+        parts={"rollout": rollout},  # rollout(state, key) -> (env_state, (obs, action, extras, ts))
     )
