@@ -63,16 +63,18 @@ def test_two_process_ppo_matches_single_process(tmp_path):
 def _worker(port: int, process_id: int, out_dir: str) -> None:
     """Process 1 first trains the one-device reference on its own device (while process
     0 compiles the sharded run), then both train data-parallel over the two processes."""
-    from jaxrl_par import parallel
+    # Join before importing jaxrl_par: importing gymnax creates arrays, after which
+    # jax.distributed.initialize refuses (see jaxrl_par.parallel.initialize).
+    import jax
 
-    parallel.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
 
     import dataclasses
 
-    import jax
     import numpy as np
 
-    from jaxrl_par import axes
+    from jaxrl_par import axes, parallel
     from jaxrl_par.algos import ppo
     from jaxrl_par.train import train
 

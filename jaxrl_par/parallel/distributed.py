@@ -38,12 +38,24 @@ def initialize(
     if num_processes is not None and not 0 <= process_id < num_processes:
         raise ValueError(f"process_id={process_id} is not in [0, num_processes={num_processes})")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-        local_device_ids=local_device_ids,
-    )
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address,
+            num_processes=num_processes,
+            process_id=process_id,
+            local_device_ids=local_device_ids,
+        )
+    except RuntimeError as e:
+        if "must be called before" not in str(e):
+            raise
+        raise RuntimeError(
+            "multi-host start-up came too late: a JAX array was already created in this "
+            "process. gymnax 1.0.1 creates arrays when it is imported (gymnax/environments/"
+            "misc/frozen_lake.py), so join the hosts before importing gymnax or any "
+            "jaxrl_par module that imports it: call jax.distributed.initialize(...) (after "
+            "jax.config.update('jax_cpu_collectives_implementation', 'gloo') on CPU) first. "
+            f"JAX said: {e}"
+        ) from e
 
 
 def is_main_process() -> bool:
