@@ -4,7 +4,8 @@ For each setting the same env, network (two 64-64 tanh MLPs, actor and critic) a
 hyperparameters run in one process, interleaved, several repeats, medians:
 
 * ``ceiling``: gymnax's vmapped ``step`` with uniformly random actions (no policy).
-* ``rollout``: our policy inference + env step, no learning (``num_steps`` steps).
+* ``rollout``: PPO's own rollout: actor inference, action sampling and env step, no
+  learning (the critic runs afterwards, batched, as part of the update).
 * ``ours``: ``K`` full PPO updates (rollout + 4 epochs x 4 minibatches) in one scan.
 * ``rejax``: ``K`` rejax PPO ``train_iteration``s in one scan (rejax 0.1.3 unpacks the old
   5-value gymnax step, so its env is wrapped here to return ``terminated | truncated``).
@@ -120,7 +121,7 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int) -> dic
         # Policy inference + env step only: PPO's own rollout, learning skipped.
         def body(st, k):
             env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
-            return st.replace(env_state=env_state), ts.reward.sum() + extras.value.sum()
+            return st.replace(env_state=env_state), ts.reward.sum() + extras.log_prob.sum()
 
         return jax.lax.scan(body, s, jax.random.split(s.key, updates))
 
@@ -175,12 +176,16 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="small settings, 2 repeats")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--returns", action="store_true", help="also train both to 5e5 steps")
+    p.add_argument("--settings", default=None,
+                   help="comma-separated ENV:NUM_ENVS pairs instead of the default grid")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
     settings = [("CartPole-v1", n) for n in (4, 64, 256, 1024, 4096)] + [("Breakout-MinAtar", 256)]
     if args.quick:
         settings = [("CartPole-v1", 4), ("CartPole-v1", 256)]
         args.repeats = 2
+    if args.settings:
+        settings = [(e, int(n)) for e, n in (item.rsplit(":", 1) for item in args.settings.split(","))]
     rows = []
     print(f"{'env':18s} {'envs':>5s} {'ours/s':>10s} {'rejax/s':>10s} {'ratio':>6s} "
           f"{'rollout/s':>10s} {'ceiling/s':>10s} {'roll/ceil':>9s} {'compile ours/rejax':>19s}")

@@ -2,27 +2,36 @@
 
 Quick start::
 
-    import jax
-    from jaxrl_par import algos, train
+    from jaxrl_par import algos
+    from jaxrl_par.train import train
 
-    algo = algos.get("ppo").make(algos.get("ppo").Config(env="CartPole-v1"))
-    result = train(algo, seeds=[0, 1, 2, 3])
+    ppo = algos.get("ppo")
+    result = train(ppo.make(ppo.Config(env="CartPole-v1")), seeds=[0, 1, 2, 3])
+
+Submodules load on first use, so ``import jaxrl_par`` touches no device: a multi-host
+run can still call ``jaxrl_par.parallel.initialize()`` (``jax.distributed.initialize``)
+first. gymnax, imported by ``jaxrl_par.envs``, creates arrays when it is imported.
 """
 
-from jaxrl_par import algos, axes, envs, networks, replay, returns
-from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.train import TrainResult, train
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Algorithm",
-    "TrainResult",
-    "algos",
-    "axes",
-    "envs",
-    "networks",
-    "replay",
-    "returns",
-    "train",
-]
+_SUBMODULES = ("algos", "axes", "envs", "networks", "parallel", "replay", "returns", "train")
+_ATTRIBUTES = {
+    "Algorithm": ("jaxrl_par.algos.base", "Algorithm"),
+    "TrainResult": ("jaxrl_par.train", "TrainResult"),
+}
+
+__all__ = sorted(_SUBMODULES + tuple(_ATTRIBUTES))
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"jaxrl_par.{name}")
+    if name in _ATTRIBUTES:
+        module, attr = _ATTRIBUTES[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'jaxrl_par' has no attribute {name!r}")

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from jaxrl_par import algos, envs
+from jaxrl_par import algos  # no gymnax here: hosts must join before it is imported
 from jaxrl_par.algos.config import apply_overrides
 
 
@@ -116,6 +116,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from jaxrl_par import envs
+
     print("algorithms:")
     for name, (_, desc) in sorted(algos.ALGORITHMS.items()):
         print(f"  {name:10s} {desc}")

@@ -152,6 +152,13 @@ class ActorCritic(nn.Module):
             return Categorical(out), value
         return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape)), value
 
+    def actor(self, obs: jax.Array):
+        """The action distribution alone (skips the critic when torsos are separate)."""
+        out = self.policy_head(self.actor_torso(obs))
+        if self.discrete:
+            return Categorical(out)
+        return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape))
+
     def value(self, obs: jax.Array) -> jax.Array:
         """``[B]`` state values alone (skips the policy head and, if separate, its torso)."""
         return self.value_head(self.critic_torso(obs))[..., 0]
@@ -159,18 +166,24 @@ class ActorCritic(nn.Module):
 
 class PolicyExtras(NamedTuple):
     log_prob: jax.Array  # [B] log pi(a|s) of the sampled action
-    value: jax.Array  # [B] V(s)
+    value: jax.Array | None  # [B] V(s), None when the policy ran the actor alone
 
 
-def make_policy(network: nn.Module, deterministic: bool = False):
+def make_policy(network: nn.Module, deterministic: bool = False, with_value: bool = True):
     """``policy(params, obs [B, ...], key) -> (action [B, ...], PolicyExtras)``.
 
     ``key`` is one PRNG key, or ``[B]`` keys (one per observation) so that a sharded
-    batch draws exactly the actions it would draw on one device.
+    batch draws exactly the actions it would draw on one device. With
+    ``with_value=False`` only the actor runs (``ActorCritic.actor``) and
+    ``extras.value`` is ``None``: rollouts that evaluate the critic later, in one large
+    batch, act this way.
     """
 
     def policy(params, obs, key):
-        dist, value = network.apply(params, obs)
+        if with_value:
+            dist, value = network.apply(params, obs)
+        else:
+            dist, value = network.apply(params, obs, method="actor"), None
         if deterministic:
             action = dist.mode()
         elif key.ndim == 1:

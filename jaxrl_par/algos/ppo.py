@@ -126,7 +126,8 @@ def make(config: Config) -> Algorithm:
         shared_torso=cfg.shared_torso,
         torso=cfg.torso,
     )
-    policy = make_policy(network)
+    # The rollout runs the actor alone; values come after it from one batched critic pass.
+    policy = make_policy(network, with_value=False)
     greedy = make_policy(network, deterministic=True)
     steps_per_epoch = cfg.num_minibatches
     if cfg.anneal_lr:
@@ -231,16 +232,18 @@ def make(config: Config) -> Algorithm:
     def update(state: State) -> tuple[State, dict[str, jax.Array]]:
         key, k_roll, k_learn = jax.random.split(state.key, 3)
         env_state, (obs, action, extras, ts) = rollout(state, k_roll)
-        # Bootstrap from the observation each step reached: V(final_obs) equals the next
-        # step's value when the episode goes on and is the truncation bootstrap otherwise.
+        # Critic values after the rollout, in one batched pass over [obs; final_obs]:
+        # V(obs_t) for the advantages, and V(final_obs_t), the bootstrap: it equals the
+        # next step's value when the episode goes on and is the truncation bootstrap else.
         t, n = ts.reward.shape
         final = prepare(state.obs_stats, ts.final_obs)
-        bootstrap = network.apply(state.params, final.reshape((t * n,) + final.shape[2:]),
-                                  method=ActorCritic.value)
+        both = jnp.concatenate([obs, final]).reshape((2 * t * n,) + obs.shape[2:])
+        values = network.apply(state.params, both, method=ActorCritic.value).reshape(2, t, n)
+        value, bootstrap = values[0], values[1]
         gae = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
-        advantage, target = gae(ts.reward, extras.value, bootstrap.reshape(t, n),
+        advantage, target = gae(ts.reward, value, bootstrap,
                                 ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
-        batch = Batch(obs, action, extras.log_prob, extras.value, advantage, target)
+        batch = Batch(obs, action, extras.log_prob, value, advantage, target)
         (params, opt_state), info = jax.lax.scan(
             lambda c, k: epoch(c, k, batch), (state.params, state.opt_state),
             jax.random.split(k_learn, cfg.update_epochs),
