@@ -289,13 +289,14 @@ def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
         else:
             end = starts[level] if level < len(starts) else length
             children = flat[starts[level - 1] : end].reshape(-1, 2 * k)[node, :k]
-        # Inclusive prefix sums over the K lanes by log2(K) shifted adds (one fusion; cumsum
-        # lowers to a slow reduce-window on CPU). The float sums need not be monotone.
-        cumulative = children
-        shift = 1
-        while shift < k:  # Hillis-Steele: log2(K) shifted adds, one fusion
-            cumulative = cumulative + jnp.pad(cumulative[:, :-shift], ((0, 0), (shift, 0)))
-            shift *= 2
+        # Inclusive prefix sums, sequential over the K lanes (unrolled: K is small and
+        # static; XLA fuses it, where cumsum lowers to a slow reduce-window on CPU). Kept
+        # sequential: a log-step (Hillis-Steele) scan rounds differently, and with it the
+        # Ape-X CartPole test (tests/test_apex.py) no longer reached 475 at its seed.
+        partial = [children[:, 0]]
+        for j in range(1, k):
+            partial.append(partial[-1] + children[:, j])
+        cumulative = jnp.stack(partial, axis=-1)
         # The first child with positive mass whose prefix passes the residual; testing the
         # mass too keeps zero-mass children out even if rounding made prefixes non-monotone.
         hit = (cumulative > residual[:, None]) & (children > 0)
