@@ -119,7 +119,7 @@ def test_cartpole_reaches_475():
 
 APEX_PROBE = dict(num_actors=8, num_steps=4, total_timesteps=8_000, buffer_size=2_000,
                   batch_size=64, learning_starts=256, learner_steps_per_iteration=4,
-                  learning_rate=3e-3, target_period=10, actor_sync_period=4,
+                  learning_rate=1e-2, target_period=10, actor_sync_period=4,
                   hidden_sizes=(32,), loss="mse", n_step=1)
 
 
