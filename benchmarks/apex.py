@@ -1,0 +1,243 @@
+"""Ape-X vs DQN (uniform) vs DQN + PER on MinAtar, and DQN vs rejax's DQN on speed.
+
+    python benchmarks/apex.py            # full run (see BENCHMARKS.md for the budget)
+    python benchmarks/apex.py --quick    # smoke run, ~1 minute
+
+For each game and algorithm, ``--seeds`` seeds train as one vmapped batch for the same
+env-step budget, in chunks; after each chunk the host records wall time (compile
+excluded), env steps and the mean return of the episodes finished in that chunk. The
+return at the env-step budget is the last chunk's; the return at equal wall clock is
+each algorithm's at the training time of the fastest one. Returns: DQN's training
+episodes (epsilon annealed to 0.05) and, for Ape-X, the greedy-ish half of the ladder
+(eps <= 0.013; the all-actor mean is reported beside it). Mean and a 95% t-interval
+over seeds. Also measured: env steps/s and learner updates/s, and rejax 0.1.3's DQN
+beside ours at the same config (its gymnax env wrapped to the old 5-value step).
+Writes benchmarks/results/apex.json and apex.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par.algos import apex, dqn
+from jaxrl_par.train import make_chunk_fn, seed_keys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
+
+
+def interval(x):
+    x = np.asarray(x, np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < 2:
+        return float(np.mean(x)) if x.size else float("nan"), float("nan")
+    return float(x.mean()), float(T_95.get(x.size - 1, 2.0) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def configs(env, steps):
+    common = dict(env=env, total_timesteps=steps, buffer_size=20_000, batch_size=64,
+                  learning_starts=2_000, learning_rate=2.5e-4, n_step=3, hidden_sizes=(128,),
+                  loss="huber")
+    dqn_kw = dict(common, num_envs=8, num_steps=8, train_frequency=8, dueling=True,
+                  target_update_period=250, exploration_fraction=0.25, max_grad_norm=10.0)
+    return {
+        "apex": apex.Config(**common, num_actors=32, num_steps=8,
+                            learner_steps_per_iteration=4, target_period=250,
+                            actor_sync_period=16),
+        "dqn": dqn.Config(**dqn_kw),
+        "dqn_per": dqn.Config(**dqn_kw, prioritized=True),
+    }
+
+
+def learner_steps_per_update(cfg):
+    if isinstance(cfg, apex.Config):
+        return cfg.learner_steps_per_iteration
+    return cfg.gradient_steps_per_update
+
+
+def run(cfg, seeds, num_chunks):
+    """Trains ``cfg`` on all seeds; returns the curve and timings."""
+    module = apex if isinstance(cfg, apex.Config) else dqn
+    algo = module.make(cfg)
+    keys, _ = seed_keys(seeds)
+    t0 = time.perf_counter()
+    state = jax.jit(jax.vmap(algo.init))(keys)
+    chunk = max(1, algo.num_updates // num_chunks)
+    fn = make_chunk_fn(algo, chunk, jax.tree.map(lambda x: x[0], state))
+    compiled = fn.lower(state, jnp.int32(0)).compile()
+    compile_s = time.perf_counter() - t0
+    ret_key = "episode_return_greedy" if module is apex else "episode_return"
+    curve = {"wall": [], "env_steps": [], "return": [], "return_all": []}
+    wall, done = 0.0, 0
+    while done < algo.num_updates:
+        t = time.perf_counter()
+        state, m = compiled(state, jnp.int32(done))
+        jax.block_until_ready(state)
+        wall += time.perf_counter() - t
+        n = min(chunk, algo.num_updates - done)
+        done += n
+        with np.errstate(all="ignore"):
+            r = np.nanmean(np.asarray(m[ret_key])[:, :n], axis=1)
+            r_all = np.nanmean(np.asarray(m["episode_return"])[:, :n], axis=1)
+        curve["wall"].append(wall)
+        curve["env_steps"].append(done * algo.env_steps_per_update)
+        curve["return"].append(r.tolist())
+        curve["return_all"].append(r_all.tolist())
+    s = len(keys)
+    return {
+        "compile_s": compile_s,
+        "train_s": wall,
+        "env_steps_per_s": done * algo.env_steps_per_update * s / wall,
+        "learner_updates_per_s": done * learner_steps_per_update(cfg) * s / wall,
+        "curve": curve,
+    }
+
+
+def at_wall(curve, w):
+    """Per-seed return of the last chunk finished by wall time ``w``, and its env steps."""
+    idx = max([i for i, t in enumerate(curve["wall"]) if t <= w * 1.0001] or [0])
+    return curve["return"][idx], curve["env_steps"][idx]
+
+
+# -- rejax side by side ----------------------------------------------------------------
+class FiveValueStep:
+    """gymnax 1.x env with the old ``(obs, state, reward, done, info)`` step for rejax."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "_env":  # copy/pickle probe before __init__
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action,
+                                                                         params)
+        return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+
+def rejax_speed(env_id, steps, seeds, num_envs, num_epochs, batch_size):
+    """env steps/s of rejax's DQN, compile excluded; ``None`` and the error if it fails."""
+    import gymnax
+    from rejax import DQN
+
+    env, params = gymnax.make(env_id)
+    algo = DQN.create(env=FiveValueStep(env), env_params=params, total_timesteps=steps,
+                      eval_freq=steps, num_envs=num_envs, num_epochs=num_epochs,
+                      batch_size=batch_size, buffer_size=10_000, fill_buffer=1_000,
+                      learning_rate=2.5e-4, target_update_freq=500,
+                      skip_initial_evaluation=True)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    f = jax.jit(jax.vmap(algo.train))
+    t0 = time.perf_counter()
+    compiled = f.lower(keys).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled(keys))
+    wall = time.perf_counter() - t0
+    return {"compile_s": compile_s, "train_s": wall, "env_steps_per_s": steps * seeds / wall}
+
+
+def ours_speed(env_id, steps, seeds, num_envs, num_steps, train_frequency, batch_size):
+    cfg = dqn.Config(env=env_id, total_timesteps=steps, num_envs=num_envs, num_steps=num_steps,
+                     train_frequency=train_frequency, batch_size=batch_size,
+                     buffer_size=10_000, learning_starts=1_000, hidden_sizes=(64, 64),
+                     double_q=True, target_update_period=50)
+    out = run(cfg, list(range(seeds)), num_chunks=1)
+    out.pop("curve")
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--steps", type=int, default=None, help="env steps per seed")
+    p.add_argument("--games", default="Breakout-MinAtar,SpaceInvaders-MinAtar")
+    a = p.parse_args()
+    steps = a.steps or (4_096 if a.quick else 12_288)
+    seeds = 2 if a.quick else a.seeds
+    chunks = 4 if a.quick else 12
+    results = {"date": "2026-11-29", "steps_per_seed": steps, "seeds": seeds,
+               "jax": jax.__version__, "devices": str(jax.devices()), "games": {}}
+    for game in a.games.split(","):
+        res = {}
+        for name, cfg in configs(game, steps).items():
+            res[name] = run(cfg, list(range(seeds)), chunks)
+            res[name]["config"] = {k: (list(v) if isinstance(v, tuple) else v)
+                                   for k, v in dataclasses.asdict(cfg).items()}
+            print(f"{game} {name}: {res[name]['env_steps_per_s']:.0f} env steps/s, "
+                  f"{res[name]['learner_updates_per_s']:.0f} updates/s, "
+                  f"compile {res[name]['compile_s']:.1f}s, train {res[name]['train_s']:.1f}s",
+                  flush=True)
+        w = min(r["train_s"] for r in res.values())
+        for name, r in res.items():
+            r["return_at_steps"] = interval(r["curve"]["return"][-1])
+            r["return_all_actors_at_steps"] = interval(r["curve"]["return_all"][-1])
+            ret_w, steps_w = at_wall(r["curve"], w)
+            r["return_at_wall"] = interval(ret_w)
+            r["env_steps_at_wall"] = steps_w
+        results["games"][game] = {"wall_budget_s": w, "algos": res}
+    # speed against rejax at one config: 10 envs, one gradient step of 128 per 10 env
+    # steps (PureJaxRL / rejax defaults), CartPole-v1 and an MLP 64-64.
+    sp_steps = 20_000 if a.quick else 100_000
+    speed = {"env": "CartPole-v1", "steps_per_seed": sp_steps, "seeds": 1,
+             "config": "10 envs, 1 gradient step (batch 128) per 10 env steps, MLP 64-64"}
+    speed["ours"] = ours_speed("CartPole-v1", sp_steps, 1, 10, 10, 10, 128)
+    try:
+        speed["rejax"] = rejax_speed("CartPole-v1", sp_steps, 1, 10, 1, 128)
+        speed["ratio"] = speed["ours"]["env_steps_per_s"] / speed["rejax"]["env_steps_per_s"]
+    except Exception as e:  # noqa: BLE001 - report, do not hide
+        speed["rejax"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    print("speed", json.dumps(speed), flush=True)
+    for game in a.games.split(","):
+        try:
+            results["games"][game]["rejax_dqn"] = rejax_speed(game, steps, seeds, 1, 1, 64)
+        except Exception as e:  # noqa: BLE001
+            results["games"][game]["rejax_dqn"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        print(game, "rejax", results["games"][game]["rejax_dqn"], flush=True)
+    results["speed_vs_rejax"] = speed
+    results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    out = os.path.join(HERE, "results", "apex_quick.json" if a.quick else "apex.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    plot(results, out.replace(".json", ".png"))
+    print("wrote", out)
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    games = list(results["games"])
+    fig, axs = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)
+    for ax, game in zip(axs[0], games):
+        for name, r in results["games"][game]["algos"].items():
+            c = r["curve"]
+            with np.errstate(all="ignore"):
+                ax.plot(c["wall"], np.nanmean(np.asarray(c["return"], float), axis=1),
+                        marker="o", label=name)
+        ax.axvline(results["games"][game]["wall_budget_s"], color="grey", ls=":")
+        ax.set_title(game)
+        ax.set_xlabel("wall clock (s, compile excluded)")
+        ax.set_ylabel("episode return")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
