@@ -23,6 +23,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
 from flax import struct
 
 from jaxrl_par import axes, envs, replay
@@ -160,7 +161,7 @@ def make(config: Config) -> Algorithm:
         return State(
             params=params,
             target_params=params,
-            opt_state=tx.init(params),
+            opt_state=tx.init(ravel_pytree(params)[0]),
             env_state=local_env().reset(env_keys(k_env)),
             nstep_carry=init_nstep_carry(cfg.n_step, n_local, spec.observation_shape),
             buffer=buf.init(example_transition(spec.observation_shape)),
@@ -170,18 +171,20 @@ def make(config: Config) -> Algorithm:
             update_count=jnp.int32(0),
         )
 
-    def gradient_step(carry, key):
-        """One learner step. Carry ``(params, target, opt_state, buffer, step, beta)``;
-        outputs ``(loss, q_mean)``."""
+    def gradient_step(carry, key, unravel):
+        """One learner step on flat parameter vectors (the optimiser and target update
+        are then a few ops, not a few per layer). Carry ``(params [P], target [P],
+        opt_state, buffer, step, beta)``; outputs ``(loss, q_mean)``."""
         params, target_params, opt_state, buffer, step, beta = carry
         sample = buf.sample(buffer, key, cfg.batch_size, beta)
         importance_weights = batch_normalized_weights(sample.weights, cfg.axis_name)
-        (loss, aux), grads = jax.value_and_grad(q_loss, has_aux=True)(
-            params, target_params, q_fn, sample.transitions, importance_weights, cfg.double_q,
-            cfg.loss, cfg.huber_delta)
+        (loss, aux), grads = jax.value_and_grad(
+            lambda p: q_loss(unravel(p), unravel(target_params), q_fn, sample.transitions,
+                             importance_weights, cfg.double_q, cfg.loss, cfg.huber_delta),
+            has_aux=True)(params)
         grads = axes.pmean(grads, cfg.axis_name)
         updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
+        params = params + updates
         if cfg.prioritized:
             priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * sample.transitions.mask
             buffer = buf.update_priorities(buffer, sample.indices, priorities)
@@ -197,9 +200,12 @@ def make(config: Config) -> Algorithm:
         selects only the small parts) and mean ``(loss, q_mean)``."""
         params, target_params, opt_state, step, beta = carry
         keys = jax.random.split(key, cfg.gradient_steps_per_update)
-        inner = (params, target_params, opt_state, buffer, step, beta)
-        inner, (loss, q_mean) = jax.lax.scan(gradient_step, inner, keys)
-        params, target_params, opt_state, buffer, step, beta = inner
+        flat, unravel = ravel_pytree(params)
+        inner = (flat, ravel_pytree(target_params)[0], opt_state, buffer, step, beta)
+        inner, (loss, q_mean) = jax.lax.scan(lambda c, k: gradient_step(c, k, unravel),
+                                             inner, keys)
+        flat, flat_target, opt_state, buffer, step, beta = inner
+        params, target_params = unravel(flat), unravel(flat_target)
         return ((params, target_params, opt_state, step, beta), _priorities(buffer),
                 (jnp.mean(loss), jnp.mean(q_mean)))
 
