@@ -238,14 +238,17 @@ def make(config: Config) -> Algorithm:
     def update(state: State) -> tuple[State, dict[str, jax.Array]]:
         key, k_roll, k_learn = jax.random.split(state.key, 3)
         env_state, (obs, action, extras, ts) = rollout(state, k_roll)
-        # Critic values after the rollout, in one batched pass over [obs; final_obs]:
-        # V(obs_t) for the advantages, and V(final_obs_t), the bootstrap: it equals the
-        # next step's value when the episode goes on and is the truncation bootstrap else.
+        # Critic values after the rollout, in large batched passes: V(obs_t) for the
+        # advantages, and V(final_obs_t), the bootstrap: it equals the next step's value
+        # when the episode goes on and is the truncation bootstrap otherwise.
         t, n = ts.reward.shape
-        final = prepare(state.obs_stats, ts.final_obs)
-        both = jnp.concatenate([obs, final]).reshape((2 * t * n,) + obs.shape[2:])
-        values = network.apply(state.params, both, method=ActorCritic.value).reshape(2, t, n)
-        value, bootstrap = values[0], values[1]
+
+        def critic(x):
+            flat_x = x.reshape((t * n,) + x.shape[2:])
+            return network.apply(state.params, flat_x, method=ActorCritic.value).reshape(t, n)
+
+        value = critic(obs)
+        bootstrap = critic(prepare(state.obs_stats, ts.final_obs))
         gae = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
         advantage, target = gae(ts.reward, value, bootstrap,
                                 ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
