@@ -158,13 +158,33 @@ def ours_speed(env_id, steps, seeds, num_envs, num_steps, train_frequency, batch
     return out
 
 
+def speed_only(repeats: int) -> None:
+    """Ours vs rejax DQN (CartPole, 10 envs, one gradient step of 128 per 10 env steps,
+    1e5 steps), alternating A B A B, medians; prints one JSON line."""
+    import statistics
+
+    runs = {"ours": [], "rejax": []}
+    for r in range(repeats):
+        runs["ours"].append(ours_speed("CartPole-v1", 100_000, 1, 10, 10, 10, 128)["env_steps_per_s"])
+        runs["rejax"].append(rejax_speed("CartPole-v1", 100_000, 1, 10, 1, 128)["env_steps_per_s"])
+        print(r, runs["ours"][-1], runs["rejax"][-1], flush=True)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print(json.dumps({"median": med, "ratio": med["ours"] / med["rejax"], "all": runs}))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--steps", type=int, default=None, help="env steps per seed")
     p.add_argument("--games", default="Breakout-MinAtar,SpaceInvaders-MinAtar")
+    p.add_argument("--speed-only", action="store_true",
+                   help="only DQN vs rejax DQN env steps/s on CartPole, interleaved repeats")
+    p.add_argument("--repeats", type=int, default=3, help="with --speed-only")
     a = p.parse_args()
+    if a.speed_only:
+        speed_only(a.repeats)
+        return
     steps = a.steps or (4_096 if a.quick else 12_288)
     seeds = 2 if a.quick else a.seeds
     chunks = 4 if a.quick else 12

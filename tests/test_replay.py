@@ -1,6 +1,7 @@
 """Replay buffers: storage ring, sampling law, IS weights, rules, errors, vmap/shard_map."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,7 @@ def chi_square_pvalue(counts, expected):
         return float(chi2.sf(stat, dof))
     except ImportError:  # Wilson-Hilferty normal approximation
         z = ((stat / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / np.sqrt(2 / (9 * dof))
-        return float(0.5 * np.math.erfc(z / np.sqrt(2)))
+        return float(0.5 * math.erfc(z / math.sqrt(2)))
 
 
 def draw_counts(buf, state, n_calls, batch_size, seed=0):
