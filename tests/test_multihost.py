@@ -27,6 +27,7 @@ def _free_port() -> int:
 def test_two_process_ppo_matches_single_process(tmp_path):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"  # see conftest.py
     env["JAX_PLATFORMS"] = "cpu"
     procs = [
         subprocess.Popen(
