@@ -21,7 +21,6 @@ Usage: ``python benchmarks/ppo.py [--quick] [--repeats 5] [--returns]``; writes
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 

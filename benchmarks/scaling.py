@@ -18,7 +18,6 @@ GPUs/TPUs (``benchmarks/gpu.sh``) for real figures. Target there: weak-scaling e
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
