@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import checkpoint
-from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
@@ -104,28 +104,17 @@ def choose_chunk(num_updates: int, num_chunks: int) -> int:
     return target
 
 
-def make_chunk_fn(algo: Algorithm, chunk_updates: int, example_state) -> Callable:
+def make_chunk_fn(algo: Algorithm, chunk_updates: int, example_state=None) -> Callable:
     """``chunk(states [S, ...], start) -> (states, metrics [S, chunk_updates])``.
 
     Runs updates ``start .. start + chunk_updates - 1`` of every seed; updates at or past
-    ``algo.num_updates`` are skipped (``lax.cond`` on an unbatched index) and their
-    metrics are zeros, which the host drops.
+    ``algo.num_updates`` are skipped and their metrics are zeros, which the host drops
+    (see :func:`jaxrl_par.algos.base.scan_updates`). ``example_state`` is unused here; it
+    keeps the signature of the ``chunk_fn_factory`` hook.
     """
-    masked = algo.num_updates % chunk_updates != 0
-    _, metrics_shape = jax.eval_shape(algo.update, example_state)
-
-    def skip(state):
-        return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)
-
-    def body(state, t):
-        if masked:
-            return jax.lax.cond(t < algo.num_updates, algo.update, skip, state)
-        return algo.update(state)
-
-    def chunk_one(state, start):
-        return jax.lax.scan(body, state, start + jnp.arange(chunk_updates))
-
-    return jax.jit(jax.vmap(chunk_one, in_axes=(0, None)), donate_argnums=0)
+    del example_state
+    run = scan_updates(algo, chunk_updates)
+    return jax.jit(jax.vmap(run, in_axes=(0, None)), donate_argnums=0)
 
 
 def _to_host_rows(metrics: dict[str, jax.Array], n_valid: int) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 
 class Algorithm(NamedTuple):
@@ -33,3 +34,27 @@ class Algorithm(NamedTuple):
     env_steps_per_update: int
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
     parts: Mapping[str, Callable] = MappingProxyType({})
+
+
+def scan_updates(algo: Algorithm, length: int) -> Callable:
+    """``run(state, start) -> (state, metrics [length])``: updates ``start .. start+length-1``
+    of one state in a ``lax.scan``.
+
+    Updates at or past ``algo.num_updates`` are skipped (``lax.cond`` on the unbatched
+    update index, so a vmap over seeds keeps it a real branch) and their metrics are
+    zeros. The cond is only built when ``length`` does not divide ``algo.num_updates``.
+    Shared by the single-device runner and the sharded one (``jaxrl_par.parallel``).
+    """
+    masked = algo.num_updates % length != 0
+
+    def body(state, t):
+        if not masked:
+            return algo.update(state)
+        zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype),
+                             jax.eval_shape(algo.update, state)[1])
+        return jax.lax.cond(t < algo.num_updates, algo.update, lambda s: (s, zeros), state)
+
+    def run(state, start):
+        return jax.lax.scan(body, state, start + jnp.arange(length))
+
+    return run

@@ -28,7 +28,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_par import axes
-from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.parallel.mesh import shape_of
 
 STATE_SPEC = P(axes.POP, axes.DATA)  # every state leaf: [S, D, ...]
@@ -88,31 +88,19 @@ def make_init(algo: Algorithm, mesh: Mesh, key_impl: str | None = None) -> Calla
 def make_chunk_fn(algo: Algorithm, mesh: Mesh, chunk_updates: int, example_state) -> Callable:
     """``chunk(state [S, D, ...], start) -> (state, metrics [S, chunk_updates])``.
 
-    The sharded twin of :func:`jaxrl_par.train.make_chunk_fn`: runs updates
-    ``start .. start + chunk_updates - 1`` (those at or past ``algo.num_updates`` are
-    skipped, their metrics zero). Metrics are read from data shard 0 (the algorithm
+    The sharded twin of :func:`jaxrl_par.train.make_chunk_fn`, on the same
+    :func:`jaxrl_par.algos.base.scan_updates`: runs updates ``start .. start +
+    chunk_updates - 1`` (those at or past ``algo.num_updates`` are skipped, their metrics
+    zero). Metrics are read from data shard 0 (the algorithm
     averages them over ``data``) and returned replicated, so every process can read them.
 
     Args:
       algo: the algorithm, made with ``axis_name=axes.DATA``.
       mesh: the ``('pop', 'data')`` mesh.
       chunk_updates: updates per call (static).
-      example_state: one seed's state on one data shard (for the metrics' shapes), or a
-        global ``[S, D, ...]`` state.
+      example_state: unused; kept for the ``chunk_fn_factory`` signature.
     """
-    masked = algo.num_updates % chunk_updates != 0
-
-    def scan_one(state, start):
-        """Carry: one seed's shard state. Output: metrics ``[chunk_updates]``."""
-
-        def body(s, t):
-            if not masked:
-                return algo.update(s)
-            zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype),
-                                 jax.eval_shape(algo.update, s)[1])
-            return jax.lax.cond(t < algo.num_updates, algo.update, lambda s_: (s_, zeros), s)
-
-        return jax.lax.scan(body, state, start + jnp.arange(chunk_updates))
+    scan_one = scan_updates(algo, chunk_updates)  # one seed's shard state
 
     def shard_body(state, start):  # state [S_local, 1, ...]
         state, metrics = jax.vmap(scan_one, in_axes=(0, None))(_squeeze_data(state), start)
