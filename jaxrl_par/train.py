@@ -70,15 +70,10 @@ class TrainResult:
         r = np.asarray(self.metrics["episode_return"], dtype=np.float64)
         k = max(1, int(math.ceil(r.shape[1] * fraction)))
         tail = r[:, -k:]
-        out = np.full(r.shape[0], np.nan)
-        for s in range(r.shape[0]):
-            vals = tail[s][~np.isnan(tail[s])]
-            if vals.size:
-                out[s] = vals.mean()
-            else:  # no episode finished at the end: report the last one that did
-                filled = self.returns[s]
-                out[s] = filled[-1]
-        return out
+        finished = ~np.isnan(tail)
+        mean = np.where(finished, tail, 0.0).sum(axis=1) / np.maximum(finished.sum(axis=1), 1)
+        # Where no episode finished at the end, report the last one that did.
+        return np.where(finished.any(axis=1), mean, self.returns[:, -1])
 
 
 def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[int]]:
