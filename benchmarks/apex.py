@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import json
 import os
+import sys
 import time
 
 import jax
@@ -32,6 +33,8 @@ from jaxrl_par.algos import apex, dqn
 from jaxrl_par.train import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import FiveValueStep  # noqa: E402
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
 
 
@@ -109,23 +112,6 @@ def at_wall(curve, w):
 
 
 # -- rejax side by side ----------------------------------------------------------------
-class FiveValueStep:
-    """gymnax 1.x env with the old ``(obs, state, reward, done, info)`` step for rejax."""
-
-    def __init__(self, env):
-        self._env = env
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name == "_env":  # copy/pickle probe before __init__
-            raise AttributeError(name)
-        return getattr(self._env, name)
-
-    def step(self, key, state, action, params=None):
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action,
-                                                                         params)
-        return obs, state, reward, jnp.logical_or(terminated, truncated), info
-
-
 def rejax_speed(env_id, steps, seeds, num_envs, num_epochs, batch_size):
     """env steps/s of rejax's DQN, compile excluded; ``None`` and the error if it fails."""
     import gymnax

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 
 
 def compile_timed(fn: Callable, *args) -> tuple[Callable, float]:
@@ -53,3 +54,25 @@ def write_json(path: str, payload: dict) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(payload, f, indent=1)
+
+
+class FiveValueStep:
+    """Wraps a gymnax 1.x env so ``step`` returns ``(obs, state, reward, done, info)``."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        if name == "_env" or name.startswith("__"):  # copy/deepcopy probe before __init__
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+    def __hash__(self):
+        return hash(self._env)
+
+    def __eq__(self, other):
+        return isinstance(other, FiveValueStep) and other._env is self._env

@@ -25,39 +25,16 @@ import os
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import compile_timed, interleaved, machine, write_json  # noqa: E402
+from common import FiveValueStep, compile_timed, interleaved, machine, write_json  # noqa: E402
 
 from jaxrl_par import envs  # noqa: E402
 from jaxrl_par.algos import ppo  # noqa: E402
 
 HP = dict(num_steps=128, update_epochs=4, num_minibatches=4, learning_rate=2.5e-4, gamma=0.99,
           gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5)
-
-
-class FiveValueStep:
-    """Wraps a gymnax 1.x env so ``step`` returns ``(obs, state, reward, done, info)``."""
-
-    def __init__(self, env):
-        self._env = env
-
-    def __getattr__(self, name):
-        if name == "_env" or name.startswith("__"):  # copy/deepcopy probe before __init__
-            raise AttributeError(name)
-        return getattr(self._env, name)
-
-    def step(self, key, state, action, params=None):
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        return obs, state, reward, jnp.logical_or(terminated, truncated), info
-
-    def __hash__(self):
-        return hash(self._env)
-
-    def __eq__(self, other):
-        return isinstance(other, FiveValueStep) and other._env is self._env
 
 
 def make_rejax(env_id: str, num_envs: int, total_timesteps: int):
