@@ -142,6 +142,62 @@ def test_global_per_packs_valid_rows_and_counts_overflow():
         assert not np.any(np.diff(row.astype(int)) > 0)
 
 
+def _reference_batch(mass, key, beta):
+    """numpy: the stratified batch one buffer holding every shard (in shard order) draws,
+    its slots and IS weights divided by the batch maximum."""
+    u = np.asarray(replay.stratified_uniforms(key, BATCH), np.float64)
+    cum = np.cumsum(mass)
+    ids = np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), mass.size - 1)
+    w = (mass[ids] / mass[mass > 0].min()) ** -beta
+    return ids, w / w.max()
+
+
+@pytest.mark.parametrize("max_per_shard", [None, 8])
+def test_weighted_batch_gives_the_single_buffer_loss(max_per_shard):
+    """psum over shards of mean(loss_weights * x) is the IS-weighted mean of x over the
+    global batch: the gradient a single buffer holding all shards would give (Ape-X)."""
+    buf, states, mass = _shards()
+    beta = 0.4
+
+    def shard_part(state, key):
+        b = replay.weighted_batch(buf, state, key, BATCH, beta, axes.DATA, max_per_shard)
+        x = b.transitions["id"].astype(jnp.float32)
+        return jax.lax.psum(jnp.mean(b.loss_weights * x), axes.DATA), b
+
+    fn = jax.jit(jax.vmap(shard_part, in_axes=(0, None), axis_name=axes.DATA))
+    for seed in range(5):
+        key = jax.random.key(100 + seed)
+        got, b = fn(states, key)
+        ids, w = _reference_batch(mass, key, beta)
+        valid = np.asarray(b.valid)
+        k = valid.shape[1]
+        assert k == (BATCH if max_per_shard is None else max_per_shard)
+        got_ids = np.sort(np.asarray(b.transitions["id"])[valid])
+        if max_per_shard is None:
+            np.testing.assert_array_equal(got_ids, np.sort(ids))
+            np.testing.assert_allclose(float(got[0]), np.mean(w * ids), rtol=1e-5)
+            assert int(np.asarray(b.dropped).sum()) == 0
+        else:  # shard 3 holds ~40% of the mass (~13 rows): it overflows K = 8
+            dropped = np.asarray(b.dropped)
+            assert dropped.sum() > 0
+            assert valid.sum() + dropped.sum() == BATCH
+            assert set(got_ids) <= set(ids)
+        # rows outside the batch: weight 0 and index -1 (update_priorities skips them)
+        np.testing.assert_array_equal(np.asarray(b.loss_weights)[~valid], 0.0)
+        np.testing.assert_array_equal(np.asarray(b.indices)[~valid], -1)
+
+
+def test_weighted_batch_on_one_buffer_is_sample_with_batch_max_weights():
+    buf, states, _ = _shards()
+    one = jax.tree.map(lambda x: x[3], states)
+    key = jax.random.key(7)
+    b = replay.weighted_batch(buf, one, key, BATCH, 0.4)
+    ref = buf.sample(one, key, BATCH, 0.4)
+    np.testing.assert_array_equal(b.indices, ref.indices)
+    np.testing.assert_allclose(b.loss_weights, ref.weights / ref.weights.max(), rtol=1e-6)
+    assert bool(b.valid.all()) and int(b.dropped) == 0
+
+
 # --- 8 fake devices, in a fresh process ------------------------------------------------
 
 def test_eight_device_suite():

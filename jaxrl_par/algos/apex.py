@@ -19,8 +19,16 @@ scans, vmaps (seeds) and shards (devices) it like any other algorithm:
   (``Config.env_steps_per_sample``) and is reported as a metric.
 
 Every transition records the env step at which it was inserted, so the learner reports
-the age (staleness) of what it samples. With ``axis_name`` set, each device holds its own
-actors and its own replay shard, and learner gradients are ``pmean``'d over the axis.
+the age (staleness) of what it samples.
+
+With ``axis_name`` set (data parallelism over ``D`` devices), each device holds its own
+actors and its own replay shard, and the learner batch of ``D * batch_size`` is drawn
+from the *global* prioritized distribution over all shards
+(:func:`jaxrl_par.replay.weighted_batch`): shard totals decide how many rows each shard
+contributes, IS weights use the global ``N`` and the global batch maximum, and the
+per-shard gradients are ``psum``-ed, so the update is the one a single buffer holding
+every shard would give. Each shard computes ``max_per_shard`` rows (default twice its
+share); rows beyond that are dropped and reported as ``dropped_fraction``.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import act_steps, example_transition, to_transitions
 from jaxrl_par.exploration import apex_epsilons
 from jaxrl_par.networks import ACTIVATIONS
-from jaxrl_par.qlearning import LOSSES, batch_normalized_weights, NStepCarry, batch_td_error, init_nstep_carry, q_loss
+from jaxrl_par.qlearning import LOSSES, NStepCarry, batch_td_error, init_nstep_carry, q_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +78,10 @@ class Config:
     priority_eps: float = 1e-6
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: str = "relu"
-    axis_name: str | None = None  # one replay shard per device; gradients pmean'd
+    axis_name: str | None = None  # one replay shard per device, one global batch
+    # Rows each shard computes per learner step when sharded (None: 2 * batch_size, at
+    # most the global batch D * batch_size, which never drops a row).
+    max_per_shard: int | None = None
 
     def __post_init__(self):
         validate(self, positive=("num_actors", "num_steps", "total_timesteps", "buffer_size",
@@ -92,6 +103,10 @@ class Config:
             raise ValueError(f"apex.Config.total_timesteps={self.total_timesteps} is less "
                              f"than one update of num_actors*num_steps="
                              f"{self.env_steps_per_update}")
+        if self.max_per_shard is not None and (not isinstance(self.max_per_shard, int)
+                                               or self.max_per_shard < 1):
+            raise ValueError(f"apex.Config.max_per_shard={self.max_per_shard!r}: use None "
+                             "(twice batch_size) or a positive int")
         if self.batch_size > self.buffer_size:
             raise ValueError(f"apex.Config.batch_size={self.batch_size} exceeds buffer_size="
                              f"{self.buffer_size}; raise buffer_size")
@@ -102,7 +117,8 @@ class Config:
 
     @property
     def env_steps_per_sample(self) -> float:
-        """Env steps per transition the learner samples (the replay ratio's inverse)."""
+        """Env steps per transition the learner samples (the replay ratio's inverse) on one
+        device; with ``D`` data-parallel devices the learner samples ``D`` times more."""
         return self.env_steps_per_update / (self.learner_steps_per_iteration * self.batch_size)
 
     @property
@@ -153,6 +169,17 @@ def make(config: Config) -> Algorithm:
     def env_keys(key):
         return axes.shard_keys(key, cfg.num_actors, cfg.axis_name)
 
+    def global_batch() -> int:
+        """The learner batch over all shards: ``batch_size`` per device."""
+        return cfg.batch_size * axes.axis_size(cfg.axis_name)
+
+    def max_per_shard() -> int | None:
+        if cfg.axis_name is None:
+            return None
+        if cfg.max_per_shard is not None:
+            return cfg.max_per_shard
+        return min(2 * cfg.batch_size, global_batch())
+
     def init(key: jax.Array) -> State:
         k_params, k_env, k_run = jax.random.split(key, 3)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
@@ -183,26 +210,39 @@ def make(config: Config) -> Algorithm:
         """One prioritized double-Q step. Carry ``(params, target, opt_state, buffer, step,
         env_steps)``; outputs per-step metrics."""
         params, target_params, opt_state, buffer, step, env_steps = carry
-        sample = buf.sample(buffer, key, cfg.batch_size, cfg.per_beta)
-        importance_weights = batch_normalized_weights(sample.weights, cfg.axis_name)
+        batch = replay.weighted_batch(buf, buffer, key, global_batch(), cfg.per_beta,
+                                      cfg.axis_name, max_per_shard())
         (loss, aux), grads = jax.value_and_grad(q_loss, has_aux=True)(
-            params, target_params, q_fn, sample.transitions, importance_weights, True, cfg.loss,
+            params, target_params, q_fn, batch.transitions, batch.loss_weights, True, cfg.loss,
             cfg.huber_delta)
-        grads = axes.pmean(grads, cfg.axis_name)
+        grads = axes.psum(grads, cfg.axis_name)  # per-shard parts of the global mean
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * sample.transitions.mask
-        buffer = buf.update_priorities(buffer, sample.indices, priorities)
+        priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * batch.transitions.mask
+        buffer = buf.update_priorities(buffer, batch.indices, priorities)  # skips index -1
         step = step + 1
         target_params = optax.periodic_update(params, target_params, step, cfg.target_period)
-        mask = sample.transitions.mask
-        age = (env_steps - sample.transitions.insert_step).astype(jnp.float32)
-        out = {
+        rows = batch.valid.astype(jnp.float32)
+        mask = batch.transitions.mask * rows
+        age = (env_steps - batch.transitions.insert_step).astype(jnp.float32)
+        sums = axes.psum({
             "loss": loss,
-            "q_mean": aux["q_mean"],
-            "sampled_priority": jnp.mean(priorities),
-            "sample_staleness": jnp.sum(age * mask) / jnp.maximum(jnp.sum(mask), 1.0),
-            "importance_weight": jnp.mean(importance_weights),
+            "q_mean": aux["q_mean"] * jnp.sum(rows),
+            "sampled_priority": jnp.sum(priorities * rows),
+            "importance_weight": jnp.sum(batch.loss_weights),
+            "staleness": jnp.sum(age * mask),
+            "mask": jnp.sum(mask),
+            "rows": jnp.sum(rows),
+            "dropped": batch.dropped.astype(jnp.float32),
+        }, cfg.axis_name)
+        n = jnp.maximum(sums["rows"], 1.0)
+        out = {
+            "loss": sums["loss"],
+            "q_mean": sums["q_mean"] / n,
+            "sampled_priority": sums["sampled_priority"] / n,
+            "sample_staleness": sums["staleness"] / jnp.maximum(sums["mask"], 1.0),
+            "importance_weight": sums["importance_weight"] / n,
+            "dropped_fraction": sums["dropped"] / global_batch(),
         }
         return (params, target_params, opt_state, buffer, step, env_steps), out
 
@@ -253,7 +293,7 @@ def make(config: Config) -> Algorithm:
         buffer = buffer.replace(tree=tree, max_priority=max_priority)
         # -- actors pull the parameters every actor_sync_period learner steps ------------
         sync = learner_steps - state.actor_version >= cfg.actor_sync_period
-        pick = lambda new, old: jax.tree.map(lambda a, b: jnp.where(sync, a, b), new, old)  # noqa: E731
+        pick = lambda new, old: jax.tree.map(lambda a, b: jnp.where(sync, a, b), new, old)
         actor_params = pick(params, state.actor_params)
         actor_target_params = pick(target_params, state.actor_target_params)
         actor_version = jnp.where(sync, learner_steps, state.actor_version)
@@ -265,7 +305,9 @@ def make(config: Config) -> Algorithm:
             "insert_priority": jnp.sum(priorities) / jnp.maximum(jnp.sum(transitions.mask), 1),
             "mean_priority_mass": buf.total_priority(buffer) / size,  # mean p^alpha stored
             "learner_steps": learner_steps.astype(jnp.float32),
-            "env_steps_per_sample": jnp.float32(cfg.env_steps_per_sample),
+            "env_steps_per_sample": jnp.float32(cfg.env_steps_per_update
+                                                / (cfg.learner_steps_per_iteration
+                                                   * global_batch())),
         })
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))

@@ -16,7 +16,6 @@ from jaxrl_par.parallel.data_parallel import (
     unreplicate,
 )
 from jaxrl_par.parallel.distributed import initialize, is_main_process
-from jaxrl_par.parallel.global_replay import ShardSample, sample_global
 from jaxrl_par.parallel.mesh import MeshShape, make_mesh, mesh_shape, shape_of
 from jaxrl_par.parallel.replication import (
     REPLICATED_FIELDS,
@@ -25,6 +24,7 @@ from jaxrl_par.parallel.replication import (
     replica_spread,
     select_fields,
 )
+from jaxrl_par.replay.global_sample import ShardSample, sample_global  # re-exported
 
 __all__ = [
     "REPLICATED_FIELDS",

@@ -4,6 +4,12 @@
 >>> buf = replay.prioritized(capacity=2**10, alpha=0.6)   # or replay.uniform(capacity)
 """
 
+from jaxrl_par.replay.global_sample import (
+    ShardSample,
+    WeightedBatch,
+    sample_global,
+    weighted_batch,
+)
 from jaxrl_par.replay.nstep import NStepTransitions, nstep_transitions
 from jaxrl_par.replay.prioritized import PrioritizedState, prioritized, stratified_uniforms
 from jaxrl_par.replay.storage import StorageState
@@ -16,11 +22,15 @@ __all__ = [
     "NStepTransitions",
     "PrioritizedState",
     "Sample",
+    "ShardSample",
     "StorageState",
     "SumMinTree",
     "UniformState",
+    "WeightedBatch",
     "nstep_transitions",
     "prioritized",
+    "sample_global",
     "stratified_uniforms",
     "uniform",
+    "weighted_batch",
 ]

@@ -17,7 +17,8 @@ global minimum mass ``pmin(min_d)``.
 
 Because a shard's count varies, its output has a static size ``max_per_shard`` (default
 ``B``: never drops) with a ``valid`` mask, valid items first. A loss over the global
-batch is ``psum(sum(valid * w * loss)) / B``.
+batch is ``psum(sum(valid * w * loss)) / B``; :func:`weighted_batch` packages that for
+a learner (Ape-X).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_par import axes
-from jaxrl_par.replay import Buffer, Sample, stratified_uniforms
+from jaxrl_par.replay.prioritized import stratified_uniforms
+from jaxrl_par.replay.types import Buffer, PyTree, Sample
 
 
 class ShardSample(NamedTuple):
@@ -112,3 +114,82 @@ def sample_global(
     )
     return ShardSample(sample=sample, valid=keep, count=count,
                        dropped=jnp.maximum(count - k, 0).astype(jnp.int32))
+
+
+class WeightedBatch(NamedTuple):
+    """A learner's rows of a prioritized batch and the weights of its loss.
+
+    Attributes:
+      indices: int32 ``[K]`` slots to pass to ``update_priorities``; ``-1`` for rows that
+        are not part of the batch (``update_priorities`` skips them).
+      transitions: the sampled pytree, leaves ``[K, ...]``.
+      loss_weights: float32 ``[K]``: IS weights divided by their maximum over the whole
+        (global) batch, 0 on rows outside it, and scaled so that ``mean(loss_weights *
+        loss)`` on every shard, summed over the shards, is the IS-weighted mean loss of
+        the global batch. Gradients of that per-shard mean are therefore ``psum``-ed.
+      valid: bool ``[K]``: rows in the batch.
+      dropped: int32 ``[]``: this shard's rows beyond ``K`` that did not fit.
+    """
+
+    indices: jax.Array
+    transitions: PyTree
+    loss_weights: jax.Array
+    valid: jax.Array
+    dropped: jax.Array
+
+
+def _normalized(weights: jax.Array, axis_name: str | None) -> jax.Array:
+    """``weights / max(weights)`` with the maximum over every shard of ``axis_name``."""
+    top = jnp.max(weights)
+    if axis_name is not None:
+        top = jax.lax.pmax(top, axis_name)
+    return weights / jnp.maximum(top, 1e-12)
+
+
+def weighted_batch(
+    buffer: Buffer,
+    state,
+    key: jax.Array,
+    batch_size: int,
+    beta: float | jax.Array = 0.4,
+    axis_name: str | None = None,
+    max_per_shard: int | None = None,
+) -> WeightedBatch:
+    """A prioritized learner batch with loss weights, on one buffer or across shards.
+
+    Without ``axis_name`` this is ``buffer.sample`` with the IS weights divided by their
+    batch maximum (Schaul et al. 2016): ``K = batch_size`` rows, all valid. With
+    ``axis_name`` (inside ``shard_map``/``vmap``, the same ``key`` on every shard) it is
+    :func:`sample_global` of the *global* batch ``batch_size`` over all shards: each
+    shard computes its ``K = max_per_shard`` (default ``batch_size``) rows, the
+    weights use the global batch maximum and are scaled by ``K / batch_size``, so that
+    ``psum(grad(mean(loss_weights * loss)))`` is the gradient of the global batch's
+    weighted mean loss, the one a single buffer holding every shard would give.
+
+    Args:
+      buffer: a prioritized buffer.
+      state: this shard's buffer state.
+      key: PRNG key (identical on every shard).
+      batch_size: the (global) batch size ``B``.
+      beta: IS exponent.
+      axis_name: the shard axis, or None for one buffer.
+      max_per_shard: rows per shard ``K`` with ``axis_name`` (static).
+
+    Returns:
+      A :class:`WeightedBatch` with ``[K]`` rows.
+    """
+    if axis_name is None:
+        sample = buffer.sample(state, key, batch_size, beta)
+        valid = jnp.ones((batch_size,), bool)
+        return WeightedBatch(sample.indices, sample.transitions,
+                             _normalized(sample.weights, None), valid, jnp.int32(0))
+    k = batch_size if max_per_shard is None else max_per_shard
+    shard = sample_global(buffer, state, key, batch_size, beta, axis_name, k)
+    weights = _normalized(shard.sample.weights, axis_name)  # rows outside the batch: 0
+    return WeightedBatch(
+        indices=jnp.where(shard.valid, shard.sample.indices, -1),
+        transitions=shard.sample.transitions,
+        loss_weights=weights * (k / batch_size),
+        valid=shard.valid,
+        dropped=shard.dropped,
+    )
