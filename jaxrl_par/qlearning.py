@@ -118,12 +118,12 @@ def batch_td_error(q_fn: QFn, params: Any, target_params: Any, batch: Transition
     Returns:
       ``(td_error [B], q_tm1 [B, A])``.
     """
-    b = batch.reward.shape[0]
-    if double:  # one pass of the online network over s_tm1 and s_t together
-        q_both = q_fn(params, jnp.concatenate([batch.obs, batch.next_obs], axis=0))
-        q_tm1, q_selector = q_both[:b], jax.lax.stop_gradient(q_both[b:])
-    else:
-        q_tm1 = q_fn(params, batch.obs)
+    # Separate passes over s_tm1 and s_t: one pass over both concatenated would make the
+    # backward pass run over 2B rows (half of them with zero cotangents), which measured
+    # 111 us vs 63 us per gradient step for a 64-64 MLP, batch 128, on one CPU core.
+    q_tm1 = q_fn(params, batch.obs)
+    if double:
+        q_selector = q_fn(jax.lax.stop_gradient(params), batch.next_obs)
     q_t = jax.lax.stop_gradient(q_fn(target_params, batch.next_obs))
     action = batch.action.astype(jnp.int32)
     if double:
