@@ -6,6 +6,9 @@
   (Horgan et al. 2018, https://arxiv.org/abs/1803.00933, section 4.1).
 * :func:`epsilon_greedy`: per-row actions from ``[N, A]`` Q-values, one key per row, so a
   sharded batch draws exactly the actions it draws on one device.
+* :func:`exploration_draws` and :func:`epsilon_greedy_from_draws`: the same rule with the
+  random numbers of many steps drawn at once (one batched draw instead of a few per
+  step: on CPU every draw is a small loop of its own, and they dominated acting).
 """
 
 from __future__ import annotations
@@ -68,4 +71,42 @@ def epsilon_greedy(keys: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> 
     return jax.vmap(one)(keys, q_values, epsilon)
 
 
-__all__ = ["apex_epsilons", "epsilon_greedy", "linear_epsilon"]
+def exploration_draws(keys: jax.Array, num_actions: int) -> tuple[jax.Array, jax.Array]:
+    """The random numbers of epsilon-greedy for a batch of keys, in one draw.
+
+    Args:
+      keys: ``[...]`` PRNG keys, one per (step, env).
+      num_actions: ``A``.
+
+    Returns:
+      ``(uniforms, random_actions)``: float32 ``[...]`` in ``[0, 1)`` (explore where
+      below epsilon) and int32 ``[...]`` uniform over ``[0, A)``.
+    """
+    u = jax.vmap(lambda k: jax.random.uniform(k, (2,)))(keys.reshape(-1))
+    u = u.reshape(keys.shape + (2,))
+    random_action = jnp.minimum((u[..., 1] * num_actions).astype(jnp.int32), num_actions - 1)
+    return u[..., 0], random_action
+
+
+def epsilon_greedy_from_draws(q_values: jax.Array, uniforms: jax.Array,
+                              random_actions: jax.Array, epsilon: jax.Array) -> jax.Array:
+    """Epsilon-greedy actions from pre-drawn random numbers (see :func:`exploration_draws`).
+
+    Args:
+      q_values: ``[N, A]``. uniforms: float32 ``[N]``. random_actions: int32 ``[N]``.
+      epsilon: ``[]`` or ``[N]``.
+
+    Returns:
+      int32 ``[N]``: ``random_actions`` where ``uniforms < epsilon``, else the argmax.
+
+    >>> q = jnp.array([[0., 1.], [2., 0.]])
+    >>> epsilon_greedy_from_draws(q, jnp.array([0.1, 0.9]), jnp.array([0, 1]), 0.5).tolist()
+    [0, 0]
+    """
+    chex.assert_rank(q_values, 2)
+    greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
+    return jnp.where(uniforms < epsilon, random_actions, greedy)
+
+
+__all__ = ["apex_epsilons", "epsilon_greedy", "epsilon_greedy_from_draws",
+           "exploration_draws", "linear_epsilon"]

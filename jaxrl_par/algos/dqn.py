@@ -23,16 +23,22 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import optax
-from jax.flatten_util import ravel_pytree
 from flax import struct
+from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import validate
-from jaxrl_par.algos.q_common import act_steps, example_transition, to_transitions
+from jaxrl_par.algos.q_common import act_steps_predrawn, example_transition, to_transitions
 from jaxrl_par.exploration import linear_epsilon
 from jaxrl_par.networks import ACTIVATIONS, QNetwork
-from jaxrl_par.qlearning import LOSSES, batch_normalized_weights, NStepCarry, init_nstep_carry, q_loss
+from jaxrl_par.qlearning import (
+    LOSSES,
+    NStepCarry,
+    batch_normalized_weights,
+    init_nstep_carry,
+    q_loss,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +160,9 @@ def make(config: Config) -> Algorithm:
     def env_keys(key):
         return axes.shard_keys(key, cfg.num_envs, cfg.axis_name)
 
+    def step_keys(key):
+        return axes.shard_keys(key, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
+
     def init(key: jax.Array) -> State:
         k_params, k_env, k_run = jax.random.split(key, 3)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
@@ -171,12 +180,26 @@ def make(config: Config) -> Algorithm:
             update_count=jnp.int32(0),
         )
 
-    def gradient_step(carry, key, unravel):
+    def draw(buffer, key):
+        """What each of the ``G`` learner steps samples with: for uniform replay the
+        target masses ``[G, B]`` of all steps in one draw (one small loop instead of
+        two per step on CPU); for prioritized replay (priorities change between
+        steps) one key per step."""
+        g = cfg.gradient_steps_per_update
+        if cfg.prioritized:
+            return jax.random.split(key, g)
+        return jax.random.uniform(key, (g, cfg.batch_size)) * buf.total_priority(buffer)
+
+    def gradient_step(carry, draws, unravel):
         """One learner step on flat parameter vectors (the optimiser and target update
         are then a few ops, not a few per layer). Carry ``(params [P], target [P],
-        opt_state, buffer, step, beta)``; outputs ``(loss, q_mean)``."""
+        opt_state, buffer, step, beta)``; ``draws`` is one row of :func:`draw`;
+        outputs ``(loss, q_mean)``."""
         params, target_params, opt_state, buffer, step, beta = carry
-        sample = buf.sample(buffer, key, cfg.batch_size, beta)
+        if cfg.prioritized:
+            sample = buf.sample(buffer, draws, cfg.batch_size, beta)
+        else:
+            sample = buf.sample_at(buffer, draws)
         importance_weights = batch_normalized_weights(sample.weights, cfg.axis_name)
         (loss, aux), grads = jax.value_and_grad(
             lambda p: q_loss(unravel(p), unravel(target_params), q_fn, sample.transitions,
@@ -199,11 +222,10 @@ def make(config: Config) -> Algorithm:
         buffer's priorities (the storage is read-only here, so ``lax.cond`` under ``vmap``
         selects only the small parts) and mean ``(loss, q_mean)``."""
         params, target_params, opt_state, step, beta = carry
-        keys = jax.random.split(key, cfg.gradient_steps_per_update)
         flat, unravel = ravel_pytree(params)
         inner = (flat, ravel_pytree(target_params)[0], opt_state, buffer, step, beta)
-        inner, (loss, q_mean) = jax.lax.scan(lambda c, k: gradient_step(c, k, unravel),
-                                             inner, keys)
+        inner, (loss, q_mean) = jax.lax.scan(lambda c, d: gradient_step(c, d, unravel),
+                                             inner, draw(buffer, key))
         flat, flat_target, opt_state, buffer, step, beta = inner
         params, target_params = unravel(flat), unravel(flat_target)
         return ((params, target_params, opt_state, step, beta), _priorities(buffer),
@@ -219,8 +241,9 @@ def make(config: Config) -> Algorithm:
         key, k_act, k_learn = jax.random.split(state.key, 3)
         epsilon = linear_epsilon(state.env_steps, cfg.epsilon_start, cfg.epsilon_end,
                                  decay_steps)
-        env_state, steps, ts = act_steps(local_env(), q_fn, state.params, state.env_state,
-                                         k_act, epsilon, cfg.num_steps, env_keys)
+        env_state, steps, ts = act_steps_predrawn(local_env(), q_fn, state.params,
+                                                  state.env_state, k_act, epsilon,
+                                                  cfg.num_steps, step_keys)
         carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
                                             state.env_steps)
         if cfg.prioritized:  # new items get the largest priority seen (Schaul et al.)
