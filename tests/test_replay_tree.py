@@ -161,3 +161,29 @@ def test_out_of_range_and_invalid_entries_write_nothing():
     ref.update([5, 5, 7], np.float32([1.0, 2.0, 4.0]))
     check_against_reference(tree, ref)
     np.testing.assert_array_equal(sum_tree.rebuild(tree).flat, tree.flat)
+
+
+def test_incremental_equals_rebuild_bit_for_bit():
+    """Sums are written-out left folds, so a path update (gathered rows), the dense update
+    of the small top levels and a full rebuild round identically, for any masses."""
+    capacity = 2**14  # K=8: levels 16384, 2048 (path), 256, 32, 8 (dense: <= 4096 children)
+    rng = np.random.default_rng(7)
+    tree = update_jit(sum_tree.init(capacity), jnp.arange(capacity),
+                      jnp.asarray(rng.uniform(0, 3, capacity) ** 0.6, jnp.float32))
+    for _ in range(5):
+        idx = rng.integers(0, capacity, 300).astype(np.int32)
+        idx[:40] = idx[40:80]  # duplicates
+        mass = (rng.uniform(0, 3, 300) ** 0.6 * (rng.random(300) < 0.9)).astype(np.float32)
+        tree = update_jit(tree, jnp.asarray(idx), jnp.asarray(mass))
+        np.testing.assert_array_equal(sum_tree.rebuild(tree).flat, tree.flat)
+
+
+def test_find_with_mass_returns_the_leaf_mass():
+    rng = np.random.default_rng(3)
+    mass = (rng.uniform(0, 1, 500) * (rng.random(500) < 0.8)).astype(np.float32)
+    tree = update_jit(sum_tree.init(500), jnp.arange(500), jnp.asarray(mass))
+    targets = jnp.asarray(rng.uniform(-1, float(sum_tree.total(tree)) * 1.01, 4000), jnp.float32)
+    found, found_mass = jax.jit(sum_tree.find_with_mass)(tree, targets)
+    np.testing.assert_array_equal(found, find_jit(tree, targets))
+    np.testing.assert_array_equal(found_mass, mass[np.asarray(found)])
+    assert (np.asarray(found_mass) > 0).all()

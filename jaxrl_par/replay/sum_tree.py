@@ -20,17 +20,23 @@ Memory: about `1 + 2/(K-1)` float32 per slot (K=8: 1.29, K=16: 1.13, K=32: 1.07)
 No drift: an update writes the leaves, then recomputes every affected internal node from
 its K children, level by level, vectorised over the batch: O(batch * K * log_K capacity).
 Internal nodes are therefore always the float32 sum of their children, whatever the
-history of updates, unlike trees that add deltas (flashbax issue #52).
+history of updates, unlike trees that add deltas (flashbax issue #52). The sum is a
+written-out left fold `((c0 + c1) + c2) + ...`, so a node has the same bits whether it was
+recomputed on a path, densely (the small top levels, whose children number at most
+`DENSE_CHILDREN`, are recomputed whole: one fused pass instead of a gather and a scatter
+per level) or by `rebuild`.
 
 Duplicates: when an index occurs several times in one update, its LAST occurrence wins.
-Without a sort: the leaves to write are first set to -1, then a scatter-max writes each
-occurrence's batch position there (max is order-free, hence deterministic), a gather reads
-the winning position back, and only the winners write their values.
+Without a sort: each occurrence writes the tag `-1 - batch position` with a scatter-min
+(below any mass; min is order-free, hence deterministic), a gather reads the winning tag
+back, and only the occurrence that finds its own tag writes its value.
 
 Search: a target mass descends from the top; at each level it picks the first child whose
 cumulative mass exceeds the residual target. If rounding leaves the residual at or past
 the children's total, the search clamps to the last child with positive mass, so a search
-can only end on a leaf with positive mass (when the total is positive).
+can only end on a leaf with positive mass (when the total is positive). The levels run in
+a `fori_loop`: on CPU an unrolled descent gets fused into a few kernels that recompute all
+the levels above, which is slower than one small kernel pair per level.
 """
 
 from __future__ import annotations
@@ -173,7 +179,76 @@ def sort_last_occurrence(
 
 
 def _positive_min(x: jax.Array) -> jax.Array:
-    return jnp.min(jnp.where(x > 0, x, jnp.inf), axis=-1)
+    return _fold_min(jnp.where(x > 0, x, jnp.inf))
+
+
+def _fold_min(x: jax.Array) -> jax.Array:
+    """Min over the last axis (K, static), written out: elementwise, so XLA fuses it with
+    its neighbours instead of emitting a separate reduce kernel over a copied slice."""
+    least = x[..., 0]
+    for j in range(1, x.shape[-1]):
+        least = jnp.minimum(least, x[..., j])
+    return least
+
+
+def _fold_sum(x: jax.Array) -> jax.Array:
+    """Sum over the last axis (K, static and small) as a left fold `((x0 + x1) + x2) + ...`.
+
+    Written out rather than `jnp.sum`: XLA picks the association of a reduce by shape and
+    fusion context, so a gathered `[n, K]` reduce and a dense `[m, K]` reduce can differ in
+    the last bit; the fold is the same wherever it runs, so incremental updates and
+    `rebuild` agree exactly.
+    """
+    total = x[..., 0]
+    for j in range(1, x.shape[-1]):
+        total = total + x[..., j]
+    return total
+
+
+# Levels whose children number at most this are recomputed whole (one fused pass over
+# <= 2 * DENSE_CHILDREN floats) instead of per path (a gather and a scatter per level).
+DENSE_CHILDREN = 4096
+
+
+def _dense_from(sizes: tuple) -> int:
+    """First internal level recomputed densely by `update` (len(sizes) if none)."""
+    for level in range(1, len(sizes)):
+        if sizes[level - 1] <= DENSE_CHILDREN:
+            return level
+    return len(sizes)
+
+
+def _levels_from(flat: jax.Array, sizes: tuple, k: int, first: int) -> jax.Array:
+    """The flat rows of internal levels `first ..` recomputed from level `first - 1`.
+
+    Args:
+        flat: float32 `[..., length]` tree storage (leading batch axes allowed).
+        sizes: static level sizes; k: static branching; first: static level >= 1.
+
+    Returns:
+        float32 `[..., length - start of level first]`: each level as `[K sums | K mins]`
+        rows, padded nodes 0 (sum) and +inf (min), ready to write at the level's start.
+    """
+    _, starts, _ = _layout(sizes, k)
+    batch = flat.shape[:-1]
+    if first == 1:
+        s = flat[..., : sizes[0]]
+        m = None
+    else:
+        rows = flat[..., starts[first - 2] : starts[first - 1]].reshape(*batch, -1, 2, k)
+        s = rows[..., 0, :].reshape(*batch, -1)
+        m = rows[..., 1, :].reshape(*batch, -1)
+    parts = []
+    for level in range(first, len(sizes)):
+        below_s = s.reshape(*batch, -1, k)
+        new_s = _fold_sum(below_s)
+        new_m = _positive_min(below_s) if m is None else _fold_min(m.reshape(*batch, -1, k))
+        pad = [(0, 0)] * len(batch) + [(0, sizes[level] - new_s.shape[-1])]
+        s = jnp.pad(new_s, pad)
+        m = jnp.pad(new_m, pad, constant_values=jnp.inf)
+        rows = jnp.concatenate([s.reshape(*batch, -1, k), m.reshape(*batch, -1, k)], axis=-1)
+        parts.append(rows.reshape(*batch, -1))
+    return jnp.concatenate(parts, axis=-1)
 
 
 def update(
@@ -212,32 +287,46 @@ def update(
     if unique:
         flat = flat.at[indices].set(values, mode="drop", unique_indices=True)
     elif n < 2**24:  # batch positions exact in float32
-        positions = jnp.arange(n, dtype=jnp.float32)
-        flat = flat.at[indices].set(-1.0, mode="drop")
-        flat = flat.at[indices].max(positions, mode="drop")
-        winner = flat.at[indices].get(mode="fill", fill_value=-2.0)
-        flat = flat.at[jnp.where(winner == positions, indices, drop)].set(values, mode="drop")
+        # Tag each occurrence with -1 - position (< 0 <= any mass); a scatter-min leaves
+        # the tag of the last occurrence (min is order-free: deterministic); only the
+        # occurrence that reads its own tag back writes its value.
+        tags = -1.0 - jnp.arange(n, dtype=jnp.float32)
+        flat = flat.at[indices].min(tags, mode="drop")
+        seen = flat.at[indices].get(mode="fill", fill_value=0.0)
+        flat = flat.at[jnp.where(seen == tags, indices, drop)].set(values, mode="drop")
     else:
         indices, order, is_last = sort_last_occurrence(indices, drop)
         flat = flat.at[jnp.where(is_last, indices, drop)].set(
             values[order], mode="drop", indices_are_sorted=True
         )
-    # Entries that wrote nothing recompute the (harmless) path of leaf 0.
-    node = jnp.where(indices < drop, indices, 0)
-    for level in range(1, len(sizes)):
-        node = node // k  # the parent, at this level; its children are row `node` below
+    # Entries that wrote nothing recompute the (harmless) path of leaf 0. Unsigned index
+    # arithmetic: a signed floor division costs XLA a dozen ops per level and per element.
+    leaf = jnp.where(indices < drop, indices, 0).astype(jnp.uint32)
+    dense = _dense_from(sizes)
+    for level in range(1, dense):
+        node = leaf // (k**level)  # the parent at this level; its children are row `node` below
         if level == 1:
             children = flat[:leaf_region].reshape(-1, k)[node]  # [n, K] leaf masses
-            new_sum, new_min = children.sum(axis=-1), _positive_min(children)
+            new_sum, new_min = _fold_sum(children), _positive_min(children)
         else:
-            below = starts[level - 2]
-            rows = flat[below : starts[level - 1]].reshape(-1, 2 * k)[node]  # [n, 2K]
-            new_sum, new_min = rows[:, :k].sum(axis=-1), rows[:, k:].min(axis=-1)
-        at = starts[level - 1] + (node // k) * (2 * k) + node % k
+            rows = flat[starts[level - 2] : starts[level - 1]].reshape(-1, 2, k)[node]
+            new_sum, new_min = _fold_sum(rows[:, 0]), _fold_min(rows[:, 1])  # [n]
+        # One scatter writes the parent's sum and min: flat viewed as [rows, 2, K].
+        row = starts[level - 1] // (2 * k) + node // k
         # Duplicate parents write identical values, so the scatter is deterministic.
-        flat = flat.at[jnp.concatenate([at, at + k])].set(
-            jnp.concatenate([new_sum, new_min]), mode="promise_in_bounds"
+        flat = (
+            flat.reshape(-1, 2, k)
+            .at[row, :, node % k]
+            .set(jnp.stack([new_sum, new_min], axis=-1), mode="promise_in_bounds")
+            .reshape(-1)
         )
+    if dense < len(sizes):
+        # A scatter, not a dynamic-update-slice: XLA writes a scatter in place after its
+        # updates have read the level below, where it copies the whole array for a DUS.
+        top = _levels_from(flat, sizes, k, dense)
+        at = starts[dense - 1] + jnp.arange(top.shape[-1], dtype=jnp.int32)
+        flat = flat.at[at].set(top, mode="promise_in_bounds", unique_indices=True,
+                               indices_are_sorted=True)
     return SumMinTree(flat=flat, sizes=sizes, branching=k)
 
 
@@ -245,23 +334,71 @@ def rebuild(tree: SumMinTree) -> SumMinTree:
     """Recomputes every internal node from the leaves (O(capacity)); for tests and repair."""
     k, sizes = tree.branching, tree.sizes
     leaf_region, _, _ = _layout(sizes, k)
-    parts = [tree.flat[..., :leaf_region]]
-    s = tree.flat[..., : sizes[0]]
-    m = None
-    batch = tree.flat.shape[:-1]
-    for level in range(1, len(sizes)):
-        below = s.reshape(*batch, -1, k)
-        new_s = below.sum(axis=-1)
-        new_m = _positive_min(below) if m is None else m.reshape(*batch, -1, k).min(axis=-1)
-        pad = [(0, 0)] * len(batch) + [(0, sizes[level] - new_s.shape[-1])]
-        s = jnp.pad(new_s, pad)
-        m = jnp.pad(new_m, pad, constant_values=jnp.inf)
-        rows = jnp.concatenate(
-            [s.reshape(*batch, -1, k), m.reshape(*batch, -1, k)], axis=-1
-        )
-        parts.append(rows.reshape(*batch, -1))
-    flat = jnp.concatenate(parts, axis=-1)
+    if len(sizes) == 1:
+        return tree
+    flat = jnp.concatenate(
+        [tree.flat[..., :leaf_region], _levels_from(tree.flat, sizes, k, 1)], axis=-1
+    )
     return SumMinTree(flat=flat, sizes=sizes, branching=k)
+
+
+def _descend(tree: SumMinTree, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`(leaf indices int32 [n], their masses float32 [n])` for `find`.
+
+    One `fori_loop` step per level, top to leaves: the loop carry (node, residual, mass
+    packed in one int32 `[3, n]` array) is the only thing a level hands the next, so XLA
+    emits a few fused kernels per level instead of inlining the whole descent into each
+    level's gather (which it does when the levels are unrolled).
+    """
+    k, sizes = tree.branching, tree.sizes
+    _, starts, _ = _layout(sizes, k)
+    top_down = range(len(sizes) - 1, -1, -1)
+    # Level l's rows start at `bases[i]` in the flat array and are `strides[i]` apart.
+    bases = jnp.asarray([starts[l - 1] if l else 0 for l in top_down], jnp.int32)
+    strides = jnp.asarray([2 * k if l else k for l in top_down], jnp.int32)
+    lanes = jnp.arange(k, dtype=jnp.int32)
+    flat = tree.flat
+    def as_int(x):
+        return jax.lax.bitcast_convert_type(x, jnp.int32)
+
+    def as_float(x):
+        return jax.lax.bitcast_convert_type(x, jnp.float32)
+
+    def level(i, carry):
+        """carry int32 [3, n]: node at the level above, residual mass, mass of the node."""
+        node, residual = carry[0], as_float(carry[1])
+        at = (bases[i] + node[:, None] * strides[i] + lanes).astype(jnp.uint32)  # in range
+        children = flat[at]  # [n, K] masses
+        c = [children[:, j] for j in range(k)]
+        # Inclusive prefix sums, sequential over the K lanes (a log-step scan rounds
+        # differently, and with it the Ape-X CartPole test (tests/test_apex.py) no longer
+        # reached 475 at its seed).
+        cumulative = [c[0]]
+        for j in range(1, k):
+            cumulative.append(cumulative[-1] + c[j])
+        # The first child whose prefix passes the residual. Prefix sums of masses >= 0
+        # never decrease, and a prefix that passes the residual where the one before did
+        # not has grown, so that child has positive mass; the prefixes at or below the
+        # residual are a run from lane 0, so their count is the first child past it.
+        first = sum((p <= residual).astype(jnp.int32) for p in cumulative)
+        last_positive = jnp.zeros_like(node)
+        for j in range(1, k):
+            last_positive = jnp.where(c[j] > 0, j, last_positive)
+        # Rounding can leave the residual at or past the children's total: clamp.
+        child = jnp.where(first < k, first, last_positive)
+        before = jnp.zeros_like(residual)
+        mass = c[0]
+        for j in range(1, k):
+            before = jnp.where(child == j, cumulative[j - 1], before)
+            mass = jnp.where(child == j, c[j], mass)
+        residual = jnp.maximum(residual - before, 0.0)
+        return jnp.stack([node * k + child, as_int(residual), as_int(mass)])
+
+    n = targets.shape[0]
+    residual = jnp.maximum(targets.astype(jnp.float32), 0.0)
+    carry = jnp.stack([jnp.zeros((n,), jnp.int32), as_int(residual), jnp.zeros((n,), jnp.int32)])
+    carry = jax.lax.fori_loop(0, len(sizes), level, carry)
+    return carry[0], as_float(carry[2])
 
 
 def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
@@ -277,33 +414,10 @@ def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
         (index 0 when the total is zero).
     """
     chex.assert_rank(targets, 1)
-    k, sizes = tree.branching, tree.sizes
-    leaf_region, starts, length = _layout(sizes, k)
-    flat = tree.flat
-    residual = jnp.maximum(targets.astype(jnp.float32), 0.0)
-    node = jnp.zeros(targets.shape, jnp.int32)
-    lanes = jnp.arange(k, dtype=jnp.int32)
-    for level in range(len(sizes) - 1, -1, -1):
-        if level == 0:
-            children = flat[:leaf_region].reshape(-1, k)[node]  # [n, K]
-        else:
-            end = starts[level] if level < len(starts) else length
-            children = flat[starts[level - 1] : end].reshape(-1, 2 * k)[node, :k]
-        # Inclusive prefix sums, sequential over the K lanes (unrolled: K is small and
-        # static; XLA fuses it, where cumsum lowers to a slow reduce-window on CPU). Kept
-        # sequential: a log-step (Hillis-Steele) scan rounds differently, and with it the
-        # Ape-X CartPole test (tests/test_apex.py) no longer reached 475 at its seed.
-        partial = [children[:, 0]]
-        for j in range(1, k):
-            partial.append(partial[-1] + children[:, j])
-        cumulative = jnp.stack(partial, axis=-1)
-        # The first child with positive mass whose prefix passes the residual; testing the
-        # mass too keeps zero-mass children out even if rounding made prefixes non-monotone.
-        hit = (cumulative > residual[:, None]) & (children > 0)
-        first = jnp.min(jnp.where(hit, lanes, k), axis=-1)
-        last_positive = jnp.max(jnp.where(children > 0, lanes, 0), axis=-1)
-        child = jnp.where(first < k, first, last_positive)
-        before = jnp.max(jnp.where(lanes < child[:, None], cumulative, 0.0), axis=-1)
-        residual = jnp.maximum(residual - before, 0.0)
-        node = node * k + child
-    return node
+    return _descend(tree, targets)[0]
+
+
+def find_with_mass(tree: SumMinTree, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`find`, and the mass of each leaf found (float32 `[n]`), from the same descent."""
+    chex.assert_rank(targets, 1)
+    return _descend(tree, targets)
