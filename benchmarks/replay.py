@@ -8,6 +8,7 @@ repeat and the figure is the median over repeats of the per-repeat median.
 
     taskset -c 0 python benchmarks/replay.py            # full run
     python benchmarks/replay.py --quick                 # smoke run (2^17, CartPole)
+    taskset -c 0 python benchmarks/replay.py --capacities 1048576 --kinds cartpole
 
 Writes benchmarks/results/replay.json (or --out).
 """
@@ -142,7 +143,7 @@ def bench_case(kind, capacity, args, fbx):
     fb_full_p = fill(fb_fill.add, fb_fill.init(example), example, capacity)
     fbu_full = fill(fbu_fill.add, fbu_fill.init(example), example, capacity)
     memory = {
-        "raw_storage_bytes": storage_lib.nbytes(full_p.storage.data),
+        "raw_storage_bytes": full_p.storage.data_nbytes,
         "ours_prioritized_state_bytes": storage_lib.nbytes(full_p),
         "ours_uniform_state_bytes": storage_lib.nbytes(full_u),
         "flashbax_prioritized_state_bytes": storage_lib.nbytes(fb_full_p),
@@ -225,12 +226,14 @@ def main():
     parser.add_argument("--quick", action="store_true", help="2^17, CartPole, few repeats")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=15)
+    parser.add_argument("--capacities", type=int, nargs="+", default=[2**17, 2**20])
+    parser.add_argument("--kinds", nargs="+", default=["cartpole", "minatar"])
     parser.add_argument("--out", default="benchmarks/results/replay.json")
     args = parser.parse_args()
     import flashbax as fbx  # bench extra; imported here so the module imports without it
 
     args.add_sizes, args.sample_sizes, args.update_sizes = [256, 4096], [256, 1024], [256, 1024]
-    cases = [(k, c) for c in (2**17, 2**20) for k in ("cartpole", "minatar")]
+    cases = [(k, c) for c in args.capacities for k in args.kinds]
     if args.quick:
         cases, args.repeats, args.calls = [("cartpole", 2**17)], 2, 5
     results = {"rows": [], "memory": []}

@@ -1,6 +1,7 @@
 """Replay buffers: storage ring, sampling law, IS weights, rules, errors, vmap/shard_map."""
 
 import functools
+import importlib
 import math
 
 import jax
@@ -46,6 +47,40 @@ def draw_counts(buf, state, n_calls, batch_size, seed=0):
 
 
 # --- storage ---------------------------------------------------------------------------
+
+
+def test_packed_rows_round_trip_every_dtype():
+    """Leaves of whole 32-bit words go to the uint32 rows, the other bytes to the uint8
+    tail; adding and reading back gives the same values and dtypes, with no padding."""
+    rng = np.random.default_rng(0)
+    example = {
+        "f32": jnp.zeros(3, jnp.float32), "i32": jnp.int32(0), "done": jnp.bool_(False),
+        "img": jnp.zeros((2, 2, 3), jnp.uint8), "odd": jnp.zeros(3, jnp.uint8),
+        "half": jnp.zeros((), jnp.float16), "pair": jnp.zeros(2, jnp.float16),
+        "i16": jnp.zeros(3, jnp.int16), "flags": jnp.zeros(4, jnp.bool_),
+    }
+    n = 7
+    items = {
+        "f32": rng.normal(size=(n, 3)).astype(np.float32),
+        "i32": rng.integers(-(2**31), 2**31 - 1, n).astype(np.int32),
+        "done": rng.random(n) < 0.5,
+        "img": rng.integers(0, 256, (n, 2, 2, 3)).astype(np.uint8),
+        "odd": rng.integers(0, 256, (n, 3)).astype(np.uint8),
+        "half": rng.normal(size=n).astype(np.float16),
+        "pair": rng.normal(size=(n, 2)).astype(np.float16),
+        "i16": rng.integers(-(2**15), 2**15 - 1, (n, 3)).astype(np.int16),
+        "flags": rng.random((n, 4)) < 0.5,
+    }
+    buf = replay.uniform(capacity=10)
+    state = buf.add(buf.init(example), jax.tree.map(jnp.asarray, items))
+    assert state.data_nbytes == 10 * sum(x[0].nbytes for x in items.values())
+    data = state.data
+    for name, want in items.items():
+        assert data[name].dtype == want.dtype and data[name].shape == (10, *want.shape[1:])
+        np.testing.assert_array_equal(np.asarray(data[name])[:n], want)
+    got = replay.storage.get(state, jnp.array([6, 0, 3]))
+    for name, want in items.items():
+        np.testing.assert_array_equal(np.asarray(got[name]), want[[6, 0, 3]])
 
 
 @pytest.mark.parametrize("sizes", [[3, 4, 7], [10], [9, 9, 9, 2], [1] * 23])
@@ -111,6 +146,27 @@ def test_uniform_sampling_frequencies():
     np.testing.assert_allclose(s.probabilities, 1 / 40)
     np.testing.assert_array_equal(s.weights, 1.0)
     np.testing.assert_array_equal(s.transitions["action"], s.indices)
+
+
+def test_uniforms_equal_jax_random_bit_for_bit():
+    """`stratified_uniforms` draws its threefry bits with an unrolled hash (one fused
+    kernel on CPU); they must be jax.random.uniform's exactly, under vmap too."""
+    prioritized_lib = importlib.import_module("jaxrl_par.replay.prioritized")
+    for seed in range(20):
+        key = jax.random.key(seed)
+        for n in (1, 3, 256, 1000):
+            want = np.asarray(jax.random.uniform(key, (n,), jnp.float32))
+            got = np.asarray(jax.jit(prioritized_lib._uniform, static_argnums=1)(key, n))
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    keys = jax.random.split(jax.random.key(5), 8)
+    np.testing.assert_array_equal(
+        jax.vmap(lambda k: prioritized_lib._uniform(k, 64))(keys),
+        jax.vmap(lambda k: jax.random.uniform(k, (64,)))(keys),
+    )
+    raw = jax.random.PRNGKey(3)  # legacy uint32 keys take the same path
+    np.testing.assert_array_equal(prioritized_lib._uniform(raw, 32), jax.random.uniform(raw, (32,)))
+    rbg = jax.random.key(3, impl="rbg")  # other generators fall back to jax.random
+    np.testing.assert_array_equal(prioritized_lib._uniform(rbg, 32), jax.random.uniform(rbg, (32,)))
 
 
 def test_stratified_one_draw_per_slice():

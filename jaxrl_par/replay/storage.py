@@ -1,13 +1,24 @@
-"""A ring of preallocated device arrays over a pytree of transitions.
+"""A ring of preallocated device arrays over a pytree of transitions, packed by rows.
 
 The storage knows nothing of priorities: `uniform.py` and `prioritized.py` put a
 sampling rule on top of it. All functions are pure, jit/vmap/shard_map-safe, and take
 the state first and return it new (donate it under jit to write in place).
+
+Layout: every transition is one row. Leaves of 4- or 8-byte items (float32, int32, ...)
+are bit-cast into a uint32 `words` array `[capacity, W]`; leaves of 1- or 2-byte items
+(uint8 images, bool flags, float16, ...) into a uint8 `tail` array `[capacity, T]` (bytes
+stay bytes: converting them to words costs XLA a reduction per word on CPU); no padding,
+so the state holds exactly the transition bytes.
+One row write per `add` and one row gather per `sample` replace one scatter or gather per
+leaf, and a jitted call passes two storage buffers instead of one per leaf (on CPU each
+kernel and each buffer of a call costs microseconds). `StorageState.data` unpacks the
+whole ring into the original pytree for inspection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -18,23 +29,123 @@ from flax import struct
 PyTree = Any
 
 
+class LeafSlot(NamedTuple):
+    """Where one leaf lives in a row: `count` words (or bytes) from `offset`."""
+
+    shape: tuple
+    dtype: str
+    in_words: bool  # True: uint32 `words` array; False: uint8 `tail` array
+    offset: int
+    count: int
+
+
+class Layout(NamedTuple):
+    """Static description of a row (hashable: a static field of the state)."""
+
+    treedef: Any
+    slots: tuple  # LeafSlot per leaf, in `jax.tree.leaves` order
+    words: int  # W, uint32 per row
+    tail: int  # T, bytes per row
+
+
+def make_layout(example: PyTree) -> Layout:
+    """The row layout of transitions shaped like `example` (no batch axis)."""
+    leaves, treedef = jax.tree.flatten(example)
+    slots, words, tail = [], 0, 0
+    for x in leaves:
+        shape, dtype = tuple(jnp.shape(x)), jnp.dtype(jnp.result_type(x))
+        nbytes = math.prod(shape) * dtype.itemsize
+        if dtype.itemsize % 4 == 0:  # float32, int32, float64...: whole words per item
+            slots.append(LeafSlot(shape, dtype.name, True, words, nbytes // 4))
+            words += nbytes // 4
+        else:
+            slots.append(LeafSlot(shape, dtype.name, False, tail, nbytes))
+            tail += nbytes
+    return Layout(treedef=treedef, slots=tuple(slots), words=words, tail=tail)
+
+
+def _to_row_part(x: jax.Array, slot: LeafSlot) -> jax.Array:
+    """`[n, *shape]` leaf -> uint32 `[n, count]` (words) or uint8 `[n, count]` (tail)."""
+    n = x.shape[0]
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.uint8)
+    itemsize = jnp.dtype(x.dtype).itemsize
+    unit, target = (4, jnp.uint32) if slot.in_words else (1, jnp.uint8)
+    if itemsize == unit:
+        return jax.lax.bitcast_convert_type(x, target).reshape(n, slot.count)
+    if itemsize < unit:  # e.g. uint8 into words: group 4 bytes per word
+        x = x.reshape(n, slot.count, unit // itemsize)
+        return jax.lax.bitcast_convert_type(x, target)
+    return jax.lax.bitcast_convert_type(x, target).reshape(n, slot.count)  # wider items
+
+
+def _from_row_part(part: jax.Array, slot: LeafSlot) -> jax.Array:
+    """Inverse of `_to_row_part`: `[..., count]` -> `[..., *shape]` of the leaf's dtype."""
+    batch = part.shape[:-1]
+    dtype = jnp.dtype(slot.dtype)
+    if dtype == jnp.bool_:
+        return (part != 0).reshape(*batch, *slot.shape)
+    unit = 4 if slot.in_words else 1
+    if dtype.itemsize == unit:
+        return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
+    if dtype.itemsize < unit:
+        return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
+    part = part.reshape(*batch, -1, dtype.itemsize // unit)
+    return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
+
+
+def pack(layout: Layout, transitions: PyTree) -> tuple[jax.Array | None, jax.Array | None]:
+    """`[n, ...]` transitions -> (uint32 `[n, W]` or None, uint8 `[n, T]` or None)."""
+    leaves = jax.tree.leaves(transitions)
+    words = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots) if s.in_words]
+    tail = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots) if not s.in_words]
+    return (
+        jnp.concatenate(words, axis=-1) if words else None,
+        jnp.concatenate(tail, axis=-1) if tail else None,
+    )
+
+
+def unpack(layout: Layout, words: jax.Array | None, tail: jax.Array | None) -> PyTree:
+    """Rows `[..., W]` and `[..., T]` -> the transition pytree, leaves `[..., *shape]`."""
+    leaves = []
+    for s in layout.slots:
+        rows = words if s.in_words else tail
+        leaves.append(_from_row_part(rows[..., s.offset : s.offset + s.count], s))
+    return jax.tree.unflatten(layout.treedef, leaves)
+
+
 @struct.dataclass
 class StorageState:
     """Ring storage.
 
     Attributes:
-        data: the example transition's pytree, every leaf `[capacity, *leaf_shape]`.
+        words: uint32 `[capacity, W]`, the word-sized leaves of each transition (None if W=0).
+        tail: uint8 `[capacity, T]`, the remaining bytes (a bool flag...) (None if T=0).
         insert_pos: int32 `[]`, slot the next item is written to.
         size: int32 `[]`, number of valid items, `<= capacity`.
+        layout: static `Layout`: which leaf sits where in a row.
     """
 
-    data: PyTree
+    words: jax.Array | None
+    tail: jax.Array | None
     insert_pos: jax.Array
     size: jax.Array
+    layout: Layout = struct.field(pytree_node=False)
 
     @property
     def capacity(self) -> int:
-        return jax.tree.leaves(self.data)[0].shape[0]
+        return (self.words if self.words is not None else self.tail).shape[-2]
+
+    @property
+    def data(self) -> PyTree:
+        """The whole ring as the example's pytree, every leaf `[capacity, *leaf_shape]`
+        (an O(capacity) unpack: for inspection and tests, not for the hot path)."""
+        return unpack(self.layout, self.words, self.tail)
+
+    @property
+    def data_nbytes(self) -> int:
+        """Bytes of transition data the ring holds (capacity times the bytes of one)."""
+        return self.capacity * (4 * self.layout.words + self.layout.tail)
 
 
 def is_concrete(*trees: PyTree) -> bool:
@@ -49,10 +160,14 @@ def init(example: PyTree, capacity: int) -> StorageState:
     leaves = jax.tree.leaves(example)
     if not leaves:
         raise ValueError("example_transition has no array leaves; pass e.g. a dict of arrays.")
-    data = jax.tree.map(
-        lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), example
+    layout = make_layout(example)
+    return StorageState(
+        words=jnp.zeros((capacity, layout.words), jnp.uint32) if layout.words else None,
+        tail=jnp.zeros((capacity, layout.tail), jnp.uint8) if layout.tail else None,
+        insert_pos=jnp.int32(0),
+        size=jnp.int32(0),
+        layout=layout,
     )
-    return StorageState(data=data, insert_pos=jnp.int32(0), size=jnp.int32(0))
 
 
 def check_batch(state: StorageState, transitions: PyTree) -> int:
@@ -64,7 +179,8 @@ def check_batch(state: StorageState, transitions: PyTree) -> int:
     Raises:
         ValueError: naming the mismatch and the fix.
     """
-    want_def = jax.tree.structure(state.data)
+    layout = state.layout
+    want_def = layout.treedef
     got_def = jax.tree.structure(transitions)
     if want_def != got_def:
         raise ValueError(
@@ -73,19 +189,19 @@ def check_batch(state: StorageState, transitions: PyTree) -> int:
         )
     capacity = state.capacity
     batch = None
-    paths = jax.tree_util.tree_flatten_with_path(state.data)[0]
-    for (path, slot), x in zip(paths, jax.tree.leaves(transitions)):
+    paths = jax.tree_util.tree_flatten_with_path(transitions)[0]
+    for (path, x), slot in zip(paths, layout.slots):
         name = jax.tree_util.keystr(path) or "<leaf>"
         x_shape, x_dtype = jnp.shape(x), jnp.result_type(x)
-        if x_dtype != slot.dtype:
+        if x_dtype != jnp.dtype(slot.dtype):
             raise ValueError(
                 f"add: leaf {name} has dtype {x_dtype}, the buffer stores {slot.dtype}; "
                 f"cast it first, e.g. x.astype(jnp.{slot.dtype})."
             )
-        if len(x_shape) != slot.ndim or tuple(x_shape[1:]) != slot.shape[1:]:
+        if len(x_shape) != len(slot.shape) + 1 or tuple(x_shape[1:]) != slot.shape:
             raise ValueError(
                 f"add: leaf {name} has shape {tuple(x_shape)}, expected [batch, "
-                f"*{tuple(slot.shape[1:])}]; add a leading batch axis (x[None] for one item)."
+                f"*{slot.shape}]; add a leading batch axis (x[None] for one item)."
             )
         if batch is None:
             batch = x_shape[0]
@@ -115,13 +231,14 @@ def add(state: StorageState, transitions: PyTree) -> tuple[StorageState, jax.Arr
     n = check_batch(state, transitions)
     capacity = state.capacity
     indices = (state.insert_pos + jnp.arange(n, dtype=jnp.int32)) % capacity
-    data = jax.tree.map(
-        lambda buf, x: buf.at[indices].set(x, indices_are_sorted=False, unique_indices=True),
-        state.data,
-        transitions,
-    )
+    words, tail = pack(state.layout, transitions)
+    def write(buf, rows):
+        return None if buf is None else buf.at[indices].set(rows, unique_indices=True)
+
     new = StorageState(
-        data=data,
+        words=write(state.words, words),
+        tail=write(state.tail, tail),
+        layout=state.layout,
         insert_pos=((state.insert_pos + n) % capacity).astype(jnp.int32),
         size=jnp.minimum(state.size + n, capacity).astype(jnp.int32),
     )
@@ -131,7 +248,10 @@ def add(state: StorageState, transitions: PyTree) -> tuple[StorageState, jax.Arr
 def get(state: StorageState, indices: jax.Array) -> PyTree:
     """Gathers the transitions at `indices` (int `[k]`): every leaf `[k, *leaf_shape]`."""
     chex.assert_rank(indices, 1)
-    return jax.tree.map(lambda buf: buf[indices], state.data)
+    def take(buf):
+        return None if buf is None else buf[indices]
+
+    return unpack(state.layout, take(state.words), take(state.tail))
 
 
 def can_sample(state: StorageState, batch_size: int) -> jax.Array:
