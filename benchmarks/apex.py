@@ -25,7 +25,17 @@ import os
 import sys
 import time
 
-import jax
+# One XLA CPU thread when this process may run on one core only (`taskset -c 1`, as the
+# speed check is run): XLA's Eigen pool sizes itself to the machine, not the affinity,
+# and its threads time-sliced on one pinned core made our DQN 1.3-1.7x slower whenever
+# another job shared the core (rejax's DQN, whose time is mostly a sort, was unchanged).
+# Set before jax is imported; an explicit choice in XLA_FLAGS wins.
+if (hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1
+        and "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", "")):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false").strip()
+
+import jax  # after XLA_FLAGS
 import jax.numpy as jnp
 import numpy as np
 
