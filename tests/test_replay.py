@@ -391,6 +391,29 @@ def test_jit_with_donation_and_no_recompile():
     assert add._cache_size() == 1 and upd._cache_size() == 1 and sample._cache_size() == 1
 
 
+
+def test_sample_then_update_in_a_scan_does_not_copy_the_tree():
+    # How DQN uses replay: sample, keep the weights, update at the drawn indices, in one
+    # scan. XLA:CPU copies the whole tree (twice per iteration) unless every read of it
+    # comes before the in-place update; see sum_tree.find_with_mass(after=...).
+    buf = replay.prioritized(capacity=4096)
+    state = buf.add(buf.init(EXAMPLE), batch(np.arange(4096)))
+
+    def body(carry, key):
+        state, acc = carry
+        s = buf.sample(state, key, 32)
+        state = buf.update_priorities(state, s.indices, jnp.full(32, 2.0))
+        return (state, acc + jnp.sum(s.weights)), None
+
+    def run(carry, keys):
+        return jax.lax.scan(body, carry, keys)[0]
+
+    keys = jax.random.split(jax.random.key(0), 4)
+    hlo = jax.jit(run, donate_argnums=0).lower((state, jnp.float32(0)), keys).compile()
+    tree_shape = f"f32[{state.tree.flat.shape[0]}]"
+    copies = [l for l in hlo.as_text().splitlines() if f"= {tree_shape}" in l and " copy(" in l]
+    assert not copies, copies
+
 def test_sample_indices_and_transitions_agree():
     buf = replay.prioritized(capacity=32)
     state = buf.add(buf.init(EXAMPLE), batch(np.arange(20)))

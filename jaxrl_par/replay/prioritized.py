@@ -150,7 +150,9 @@ def _sample_at(
 ) -> Sample:
     total = sum_tree.total(state.tree) if total is None else total
     least = sum_tree.minimum(state.tree) if min_priority is None else min_priority
-    indices, mass = sum_tree.find_with_mass(state.tree, targets)
+    # `least` goes through the search so that its read of the tree precedes any update at
+    # the indices found (see `sum_tree.find_with_mass`).
+    indices, mass = sum_tree.find_with_mass(state.tree, targets, after=least)
     positive = mass > 0
     probabilities = jnp.where(positive & (total > 0), mass / jnp.where(total > 0, total, 1.0), 0.0)
     ratio = jnp.where(positive, mass / least, 1.0)  # >= 1 since least is the min mass

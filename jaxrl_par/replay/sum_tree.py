@@ -342,13 +342,18 @@ def rebuild(tree: SumMinTree) -> SumMinTree:
     return SumMinTree(flat=flat, sizes=sizes, branching=k)
 
 
-def _descend(tree: SumMinTree, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _descend(
+    tree: SumMinTree, targets: jax.Array, after: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
     """`(leaf indices int32 [n], their masses float32 [n])` for `find`.
 
     One `fori_loop` step per level, top to leaves: the loop carry (node, residual, mass
     packed in one int32 `[3, n]` array) is the only thing a level hands the next, so XLA
     emits a few fused kernels per level instead of inlining the whole descent into each
     level's gather (which it does when the levels are unrolled).
+
+    `after` (float32 `[]`, optional) seeds the mass row, which the first level overwrites:
+    it only makes the search, and so anything that uses its indices, come after `after`.
     """
     k, sizes = tree.branching, tree.sizes
     _, starts, _ = _layout(sizes, k)
@@ -396,7 +401,8 @@ def _descend(tree: SumMinTree, targets: jax.Array) -> tuple[jax.Array, jax.Array
 
     n = targets.shape[0]
     residual = jnp.maximum(targets.astype(jnp.float32), 0.0)
-    carry = jnp.stack([jnp.zeros((n,), jnp.int32), as_int(residual), jnp.zeros((n,), jnp.int32)])
+    seed = jnp.zeros((n,), jnp.float32) if after is None else jnp.full((n,), after, jnp.float32)
+    carry = jnp.stack([jnp.zeros((n,), jnp.int32), as_int(residual), as_int(seed)])
     carry = jax.lax.fori_loop(0, len(sizes), level, carry)
     return carry[0], as_float(carry[2])
 
@@ -417,7 +423,16 @@ def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
     return _descend(tree, targets)[0]
 
 
-def find_with_mass(tree: SumMinTree, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """`find`, and the mass of each leaf found (float32 `[n]`), from the same descent."""
+def find_with_mass(
+    tree: SumMinTree, targets: jax.Array, after: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """`find`, and the mass of each leaf found (float32 `[n]`), from the same descent.
+
+    `after`: a float32 `[]` value computed from the tree (e.g. `minimum(tree)`) that must be
+    read before any update that uses the indices found. XLA:CPU orders buffer reads by data
+    dependence only: a read of the tree that the indices do not depend on, followed in the
+    same program by an in-place update at those indices (sample then update_priorities
+    inside one `lax.scan`), makes it copy the whole tree, twice, every iteration.
+    """
     chex.assert_rank(targets, 1)
-    return _descend(tree, targets)
+    return _descend(tree, targets, after)
