@@ -40,6 +40,7 @@ import numpy as np
 
 from jaxrl_par import envs
 from jaxrl_par.algos import apex, dqn
+from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.train import make_chunk_fn, seed_keys, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,6 +134,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3, help="calibration calls per algorithm")
     p.add_argument("--eval-envs", type=int, default=32)
     p.add_argument("--eval-steps", type=int, default=2_000)
+    p.add_argument("--set", action="append", default=[], metavar="ALGO.FIELD=VALUE",
+                   help="override a config field, e.g. apex.learner_steps_per_iteration=8")
     p.add_argument("--quick", action="store_true", help="T = 20 s, 2 seeds, 1 repeat")
     p.add_argument("--out", default=None)
     a = p.parse_args()
@@ -141,9 +144,13 @@ def main():
     wanted = a.algos.split(",")
     results = {"date": datetime.date.today().isoformat(), "seconds": a.seconds,
                "seeds": a.seeds, "jax": jax.__version__, "devices": str(jax.devices()),
-               "command": " ".join(sys.argv), "games": {}}
+               "command": " ".join(sys.argv), "overrides": a.set, "games": {}}
     for game in a.games.split(","):
         cfgs = {k: v for k, v in configs(game, 10**6).items() if k in wanted}
+        for item in a.set:
+            target, _, value = item.partition("=")
+            name, _, field = target.partition(".")
+            cfgs[name] = apply_overrides(cfgs[name], [f"{field}={value}"])
         rates = calibrate(cfgs, a.seeds, a.repeats, seconds_per_call=max(2.0, a.seconds / 40))
         res = {}
         for name, cfg in cfgs.items():
