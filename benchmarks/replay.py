@@ -9,8 +9,15 @@ repeat and the figure is the median over repeats of the per-repeat median.
     taskset -c 0 python benchmarks/replay.py            # full run
     python benchmarks/replay.py --quick                 # smoke run (2^17, CartPole)
     taskset -c 0 python benchmarks/replay.py --capacities 1048576 --kinds cartpole
+    taskset -c 0 python benchmarks/replay.py --in-scan --scan-length 64   # in-scan rows
 
-Writes benchmarks/results/replay.json (or --out).
+--in-scan times the same ops the way the algorithms run them: L iterations inside one
+jitted `lax.scan` (state carried and donated, per-iteration keys / indices / priorities as
+scan inputs, every draw kept live), reported per iteration (call time / L). Per-call
+times include a fixed dispatch cost (~20-30 us here) that both libraries pay and that
+does not exist inside a scan.
+
+Writes benchmarks/results/replay.json, or replay_in_scan.json with --in-scan (or --out).
 """
 
 from __future__ import annotations
@@ -221,6 +228,263 @@ def bench_case(kind, capacity, args, fbx):
     return rows, memory
 
 
+# ---- in-scan mode -----------------------------------------------------------------------
+# How DQN / Ape-X use replay: many ops inside one jitted `lax.scan`, no per-call dispatch.
+
+
+class ScanOp:
+    """`L` iterations of `step` in one jitted `lax.scan`; the carry is donated and threaded.
+
+    `step(carry, x, *consts) -> carry`. `consts` (full buffers for sample-only ops, the pool
+    of batches for add) are read-only arguments, not part of the carry, so that nothing is
+    copied per call. `xs` is per-iteration input (keys, indices, priorities, pool slots).
+    """
+
+    def __init__(self, step, carry, xs, consts=()):
+        def run(carry, xs, *consts):
+            def body(c, x):
+                return step(c, x, *consts), None
+
+            return jax.lax.scan(body, carry, xs)[0]
+
+        self.carry, self.xs, self.consts = carry, xs, consts
+        self.length = jax.tree.leaves(xs)[0].shape[0]
+        self.compiled, self.compile_s = compile_(run, carry, xs, *consts, donate=(0,))
+
+    def time(self, calls: int) -> float:
+        """Median over `calls` of (one call's wall time) / L."""
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            self.carry = self.compiled(self.carry, self.xs, *self.consts)
+            jax.block_until_ready(self.carry)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) / self.length
+
+    def hlo(self) -> str:
+        return self.compiled.as_text()
+
+
+def _zeros_like_output(fn, *args):
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
+
+
+def bench_scan_case(kind, capacity, args, fbx):
+    """In-scan rows for one (transition, capacity): same ops and sizes as `bench_case`.
+
+    Per iteration: add writes a batch from a pool of 4 distinct batches (slot i % 4);
+    sample draws with the iteration's key and keeps the whole draw live (the carry holds the
+    last draw's transitions, indices and weights, plus a running sum of the weights);
+    update writes the iteration's random indices and priorities; sample+update writes
+    new priorities at the indices just drawn. Ours and flashbax run the same scan.
+    """
+    pool_size, length = 4, args.scan_length
+    example = transition(kind)
+    ours_p = replay.prioritized(capacity=capacity, alpha=0.6)
+    ours_u = replay.uniform(capacity=capacity)
+    rng = np.random.default_rng(7)
+    keys = jax.random.split(jax.random.key(11), length)
+    ops = []
+
+    def priorities(n):
+        return jnp.asarray(rng.uniform(0.1, 2, (length, n)), jnp.float32)
+
+    # ---- add -------------------------------------------------------------------------
+    for n in args.add_sizes:
+        batches = [batch_of(example, n, seed) for seed in range(pool_size)]
+        pool = jax.tree.map(lambda *x: jnp.stack(x), *batches)
+        slots = jnp.arange(length, dtype=jnp.int32) % pool_size
+        pri = priorities(n)
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        fb_u = fbx.make_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
+            add_sequences=False,
+        )
+
+        def pick(pool, slot):
+            return jax.tree.map(
+                lambda p: jax.lax.dynamic_index_in_dim(p, slot, keepdims=False), pool
+            )
+
+        def ours_p_add(state, x, pool):
+            return ours_p.add(state, pick(pool, x[0]), x[1])
+
+        def ours_u_add(state, slot, pool):
+            return ours_u.add(state, pick(pool, slot))
+
+        def fb_p_add(state, x, pool, fb=fb_p):
+            return fb.add(state, pick(pool, x[0]))
+
+        def fb_u_add(state, slot, pool, fb=fb_u):
+            return fb.add(state, pick(pool, slot))
+
+        ops.append((f"prioritized add {n}", [
+            ("ours", ScanOp(ours_p_add, ours_p.init(example), (slots, pri), (pool,))),
+            ("flashbax", ScanOp(fb_p_add, fb_p.init(example), (slots, pri), (pool,))),
+        ]))
+        ops.append((f"uniform add {n}", [
+            ("ours", ScanOp(ours_u_add, ours_u.init(example), slots, (pool,))),
+            ("flashbax", ScanOp(fb_u_add, fb_u.init(example), slots, (pool,))),
+        ]))
+
+    # Timed (interleaved) and freed before the full buffers exist: halves peak memory.
+    rows = time_scan_ops(ops, kind, capacity, args)
+    ops = []
+
+    # ---- sample / update on full buffers ----------------------------------------------
+    chunk = min(4096, capacity)
+    fb_fill = fbx.make_prioritised_flat_buffer(
+        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
+        add_sequences=False, priority_exponent=0.6,
+    )
+    fbu_fill = fbx.make_flat_buffer(
+        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
+        add_sequences=False,
+    )
+    full_p = fill(ours_p.add, ours_p.init(example), example, capacity)
+    full_u = fill(ours_u.add, ours_u.init(example), example, capacity)
+    fb_full_p = fill(fb_fill.add, fb_fill.init(example), example, capacity)
+    fbu_full = fill(fbu_fill.add, fbu_fill.init(example), example, capacity)
+
+    # What a draw leaves live. flashbax's flat buffer returns (first, second) of a 2-step
+    # window; we keep only `first` (it holds next_obs already), so XLA may skip the second
+    # gather: the cheaper reading for flashbax. flashbax returns probabilities, not IS
+    # weights; we sum those instead (ours also computes the weights).
+    def ours_live(s):
+        return s.transitions, s.indices, s.weights
+
+    def fb_live(s):
+        return s.experience.first, s.indices, s.probabilities
+
+    def fbu_live(s):
+        return s.experience.first, jnp.ones((), jnp.float32)
+
+    def sampler(sample, live, batch_state):
+        """A step that draws, keeps the draw in the carry (last, acc); state is a const."""
+        def step(carry, key, state):
+            _last, acc = carry
+            out = live(sample(state, key))
+            return out, acc + jnp.sum(out[-1])
+
+        init = (_zeros_like_output(lambda s, k: live(sample(s, k)), batch_state, keys[0]),
+                jnp.float32(0))
+        return step, init
+
+    for n in args.sample_sizes:
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        fb_u = fbx.make_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False,
+        )
+        pairs = [
+            ("prioritized", lambda s, k, n=n: ours_p.sample(s, k, n, 0.4), ours_live, full_p,
+             fb_p.sample, fb_live, fb_full_p),
+            ("uniform", lambda s, k, n=n: ours_u.sample(s, k, n), ours_live, full_u,
+             fb_u.sample, fbu_live, fbu_full),
+        ]
+        for name, o_sample, o_live, o_state, f_sample, f_live, f_state in pairs:
+            o_step, o_init = sampler(o_sample, o_live, o_state)
+            f_step, f_init = sampler(f_sample, f_live, f_state)
+            ops.append((f"{name} sample {n}", [
+                ("ours", ScanOp(o_step, o_init, keys, (o_state,))),
+                ("flashbax", ScanOp(f_step, f_init, keys, (f_state,))),
+            ]))
+
+    for n in args.update_sizes:
+        fb_p = fbx.make_prioritised_flat_buffer(
+            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
+            add_sequences=False, priority_exponent=0.6,
+        )
+        # The same random slots for both (flashbax's item index = slot for a flat buffer
+        # with period 1), priorities in [0.1, 2).
+        idx = jnp.asarray(rng.integers(0, capacity, (length, n)), jnp.int32)
+        pri = priorities(n)
+
+        def ours_update(state, x):
+            return ours_p.update_priorities(state, *x)
+
+        def fb_update(state, x, fb=fb_p):
+            return fb.set_priorities(state, *x)
+
+        # Own copies of the full states: the scan donates its carry.
+        ops.append((f"prioritized update {n}", [
+            ("ours", ScanOp(ours_update, jax.tree.map(jnp.copy, full_p), (idx, pri))),
+            ("flashbax", ScanOp(fb_update, jax.tree.map(jnp.copy, fb_full_p), (idx, pri))),
+        ]))
+        if n in args.sample_sizes:
+            def sample_update(sample, update, live, state, n=n):
+                """Draw with the key, write new priorities at the drawn indices."""
+                def step(carry, x):
+                    state, _last, acc = carry
+                    s = sample(state, x[0])
+                    out = live(s)
+                    return update(state, s.indices, x[1]), out, acc + jnp.sum(out[-1])
+
+                init = (state, _zeros_like_output(lambda s, k: live(sample(s, k)), state,
+                                                  keys[0]), jnp.float32(0))
+                return step, init
+
+            # Also without the weights / probabilities: their read of the tree, left
+            # unordered against the in-place priority update, makes XLA copy the whole
+            # tree every iteration (ours orders it; flashbax 0.1.3 does not).
+            for suffix, o_live, f_live in [
+                ("", ours_live, fb_live),
+                (" (no weights)", lambda s: ours_live(s)[:2], lambda s: fb_live(s)[:2]),
+            ]:
+                o_step, o_init = sample_update(lambda s, k, n=n: ours_p.sample(s, k, n, 0.4),
+                                               ours_p.update_priorities, o_live,
+                                               jax.tree.map(jnp.copy, full_p))
+                f_step, f_init = sample_update(fb_p.sample, fb_p.set_priorities, f_live,
+                                               jax.tree.map(jnp.copy, fb_full_p))
+                ops.append((f"prioritized sample+update {n}{suffix}", [
+                    ("ours", ScanOp(o_step, o_init, (keys, pri))),
+                    ("flashbax", ScanOp(f_step, f_init, (keys, pri))),
+                ]))
+
+    rows += time_scan_ops(ops, kind, capacity, args)
+    del ops, full_p, full_u, fb_full_p, fbu_full
+    return rows
+
+
+def time_scan_ops(ops, kind, capacity, args):
+    """Times [(name, [("ours", ScanOp), ("flashbax", ScanOp)])]: repeats interleave every
+    op and both libraries; per row, the median over repeats of each repeat's median."""
+    if args.dump_hlo:
+        d = pathlib.Path(args.dump_hlo)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, pair in ops:
+            for who, op in pair:
+                tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{who}"
+                (d / f"{tag}.hlo.txt").write_text(op.hlo())
+    samples = {(name, who): [] for name, pair in ops for who, _ in pair}
+    for _ in range(args.repeats):
+        for name, pair in ops:
+            for who, op in pair:
+                samples[(name, who)].append(op.time(args.calls))
+    rows = []
+    for name, pair in ops:
+        ours_s = statistics.median(samples[(name, "ours")])
+        fb_s = statistics.median(samples[(name, "flashbax")])
+        rows.append({
+            "mode": "in-scan", "scan_length": args.scan_length,
+            "transition": kind, "capacity": capacity, "op": name,
+            "ours_us": ours_s * 1e6, "flashbax_us": fb_s * 1e6, "speedup": fb_s / ours_s,
+            "ours_us_repeats": [t * 1e6 for t in samples[(name, "ours")]],
+            "flashbax_us_repeats": [t * 1e6 for t in samples[(name, "flashbax")]],
+            "ours_compile_s": pair[0][1].compile_s, "flashbax_compile_s": pair[1][1].compile_s,
+        })
+        print(f"{kind:8s} 2^{int(np.log2(capacity))} L={args.scan_length} {name:30s} ours "
+              f"{ours_s*1e6:9.1f} us  flashbax {fb_s*1e6:9.1f} us  x{fb_s/ours_s:6.2f}",
+              flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2^17, CartPole, few repeats")
@@ -228,8 +492,17 @@ def main():
     parser.add_argument("--calls", type=int, default=15)
     parser.add_argument("--capacities", type=int, nargs="+", default=[2**17, 2**20])
     parser.add_argument("--kinds", nargs="+", default=["cartpole", "minatar"])
-    parser.add_argument("--out", default="benchmarks/results/replay.json")
+    parser.add_argument("--out", default=None,
+                        help="default benchmarks/results/replay.json (replay_in_scan.json "
+                             "with --in-scan)")
+    parser.add_argument("--in-scan", action="store_true",
+                        help="time each op as L iterations inside one jitted lax.scan")
+    parser.add_argument("--scan-length", type=int, default=64, help="L for --in-scan")
+    parser.add_argument("--dump-hlo", default=None,
+                        help="with --in-scan: write each compiled program's HLO here")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = f"benchmarks/results/replay{'_in_scan' if args.in_scan else ''}.json"
     import flashbax as fbx  # bench extra; imported here so the module imports without it
 
     args.add_sizes, args.sample_sizes, args.update_sizes = [256, 4096], [256, 1024], [256, 1024]
@@ -238,6 +511,9 @@ def main():
         cases, args.repeats, args.calls = [("cartpole", 2**17)], 2, 5
     results = {"rows": [], "memory": []}
     for kind, capacity in cases:
+        if args.in_scan:
+            results["rows"] += bench_scan_case(kind, capacity, args, fbx)
+            continue
         rows, memory = bench_case(kind, capacity, args, fbx)
         results["rows"] += rows
         results["memory"].append({"transition": kind, "capacity": capacity, **memory})
@@ -249,7 +525,11 @@ def main():
         "jax": jax.__version__, "flashbax": md.version("flashbax"),
         "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
         "repeats": args.repeats, "calls_per_repeat": args.calls, "quick": args.quick,
+        "mode": "in-scan" if args.in_scan else "per-call",
     }
+    if args.in_scan:
+        results["meta"]["scan_length"] = args.scan_length
+        del results["memory"]
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
