@@ -96,3 +96,25 @@ def test_obs_normalisation_tracks_statistics():
     stats = jax.tree.map(lambda x: x[0], result.state.obs_stats)
     assert float(stats.count) == pytest.approx(8 * 32 * 10, rel=1e-3)
     assert np.all(np.asarray(stats.var) > 0) and np.all(np.isfinite(stats.mean))
+
+
+def test_max_grad_norm_zero_turns_clipping_off():
+    """``optax.clip_by_global_norm(0)`` zeroes every update; our 0 means "no clipping"."""
+    from jaxrl_par.algos.base import clipped_adam
+
+    params = {"w": jnp.ones(3)}
+    grads = {"w": jnp.array([3.0, 4.0, 0.0])}  # global norm 5
+    for norm, expect in [(0.0, 5.0), (1.0, 1.0)]:
+        tx = clipped_adam(1.0, norm)
+        # Adam's first moment after one step is (1 - b1) * the (clipped) gradient.
+        _, state = tx.update(grads, tx.init(params), params)
+        mu = jax.tree.leaves([s for s in jax.tree.leaves(state, is_leaf=lambda x: hasattr(x, "mu"))
+                              if hasattr(s, "mu")][0].mu)[0]
+        np.testing.assert_allclose(float(jnp.linalg.norm(mu)), 0.1 * expect, rtol=1e-5)
+    cfg = ppo.Config(num_envs=4, num_steps=8, num_minibatches=1, update_epochs=1,
+                     total_timesteps=32, max_grad_norm=0.0)
+    algo = ppo.make(cfg)
+    state = algo.init(jax.random.key(0))
+    new, _ = algo.update(state)
+    moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new.params, state.params)
+    assert max(jax.tree.leaves(moved)) > 0

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 
 class Algorithm(NamedTuple):
@@ -58,3 +59,16 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
         return jax.lax.scan(body, state, start + jnp.arange(length))
 
     return run
+
+
+def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8
+                 ) -> optax.GradientTransformation:
+    """Adam after global-norm gradient clipping; ``max_grad_norm = 0`` turns clipping off.
+
+    (``optax.clip_by_global_norm(0)`` would scale every update to zero, so a 0 that means
+    "off" in most RL code bases would silently stop training.)
+    """
+    adam = optax.adam(learning_rate, eps=eps)
+    if max_grad_norm == 0:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)

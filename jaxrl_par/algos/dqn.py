@@ -27,7 +27,7 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs, replay
-from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.q_common import act_steps_predrawn, example_transition, to_transitions
 from jaxrl_par.exploration import linear_epsilon
@@ -56,7 +56,7 @@ class Config:
     learning_starts: int = 10_000  # env steps (all envs) before the first gradient step
     train_frequency: int = 10  # env steps (all envs) per gradient step
     learning_rate: float = 2.5e-4
-    max_grad_norm: float = 10.0
+    max_grad_norm: float = 10.0  # global-norm clipping (0: off)
     gamma: float = 0.99
     n_step: int = 1
     double_q: bool = True
@@ -148,8 +148,7 @@ def make(config: Config) -> Algorithm:
     spec = envs.make(cfg.env, 1)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
-    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                     optax.adam(cfg.learning_rate))
+    tx = clipped_adam(cfg.learning_rate, cfg.max_grad_norm)
     buf = (replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha) if cfg.prioritized
            else replay.uniform(cfg.buffer_size))
     decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps)

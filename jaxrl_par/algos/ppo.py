@@ -20,16 +20,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.flatten_util import ravel_pytree
 from flax import struct
+from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs
-from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
 from jaxrl_par.returns import gae_advantages
-
 
 ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
 
@@ -52,7 +51,7 @@ class Config:
     clip_value_loss: bool = True
     vf_coef: float = 0.5
     ent_coef: float = 0.01
-    max_grad_norm: float = 0.5  # global-norm clipping
+    max_grad_norm: float = 0.5  # global-norm clipping (0: off)
     normalize_advantages: bool = True  # per minibatch (global over devices)
     normalize_obs: bool = False  # running mean/std of observations
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -137,7 +136,7 @@ def make(config: Config) -> Algorithm:
         )
     else:
         lr = cfg.learning_rate
-    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr, eps=1e-5))
+    tx = clipped_adam(lr, cfg.max_grad_norm, eps=1e-5)
 
     def local_env() -> envs.VecEnv:
         return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
