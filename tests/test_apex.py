@@ -107,8 +107,12 @@ def test_policy_lag_staleness_and_metrics():
 
 def test_cartpole_reaches_475():
     """Ape-X (16 actors, n=3, dueling double Q, PER) solves CartPole in 1e5 steps:
-    greedy evaluation of the learner's parameters (fixed seed, CPU, ~40 s)."""
-    cfg = apex.Config(num_actors=16, num_steps=4, learner_steps_per_iteration=4,
+    greedy evaluation of the learner's parameters (fixed seed, CPU, ~40 s).
+
+    8 learner steps per 64 env steps: with 4, seeds 0-3 gave greedy returns 500, 500,
+    107, 500, i.e. a test that passed or failed with the rounding of the day; with 8 all
+    four reached 500 (2026-11-29)."""
+    cfg = apex.Config(num_actors=16, num_steps=4, learner_steps_per_iteration=8,
                       learning_starts=1_000, learning_rate=1e-3, target_period=50,
                       total_timesteps=100_000)
     algo = apex.make(cfg)

@@ -41,7 +41,7 @@ import optax
 from flax import struct
 
 from jaxrl_par import axes, envs, replay
-from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import act_steps, example_transition, to_transitions
@@ -63,7 +63,7 @@ class Config:
     learner_steps_per_iteration: int = 2
     learning_starts: int = 5_000  # env steps (all actors) before the first learner step
     learning_rate: float = 2.5e-4
-    max_grad_norm: float = 40.0
+    max_grad_norm: float = 40.0  # global-norm clipping (0: off)
     gamma: float = 0.99
     n_step: int = 3
     dueling: bool = True
@@ -154,8 +154,7 @@ def make(config: Config) -> Algorithm:
     spec = envs.make(cfg.env, 1)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
-    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                     optax.adam(cfg.learning_rate))
+    tx = clipped_adam(cfg.learning_rate, cfg.max_grad_norm)
     buf = replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha)
     ladder = jnp.asarray(cfg.epsilons)  # [N] global
 
