@@ -44,10 +44,14 @@ from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
-from jaxrl_par.algos.q_common import act_steps, example_transition, to_transitions
+from jaxrl_par.algos.q_common import (
+    act_steps,
+    check_q_config,
+    example_transition,
+    to_transitions,
+)
 from jaxrl_par.exploration import apex_epsilons
-from jaxrl_par.networks import ACTIVATIONS
-from jaxrl_par.qlearning import LOSSES, NStepCarry, batch_td_error, init_nstep_carry, q_loss
+from jaxrl_par.qlearning import NStepCarry, batch_td_error, init_nstep_carry, q_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,25 +95,11 @@ class Config:
                  non_negative=("learning_starts", "max_grad_norm", "per_alpha",
                                "priority_eps", "epsilon_alpha"),
                  unit_interval=("gamma", "epsilon", "per_beta"))
-        envs.check_env_id(self.env)
-        if not isinstance(self.n_step, int):
-            raise ValueError(f"apex.Config.n_step must be an int, got {self.n_step!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"apex.Config.loss={self.loss!r}; choose from {LOSSES}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"apex.Config.activation={self.activation!r}; "
-                             f"choose from {sorted(ACTIVATIONS)}")
-        if self.num_updates < 1:
-            raise ValueError(f"apex.Config.total_timesteps={self.total_timesteps} is less "
-                             f"than one update of num_actors*num_steps="
-                             f"{self.env_steps_per_update}")
+        check_q_config(self, "num_actors*num_steps")
         if self.max_per_shard is not None and (not isinstance(self.max_per_shard, int)
                                                or self.max_per_shard < 1):
             raise ValueError(f"apex.Config.max_per_shard={self.max_per_shard!r}: use None "
                              "(twice batch_size) or a positive int")
-        if self.batch_size > self.buffer_size:
-            raise ValueError(f"apex.Config.batch_size={self.batch_size} exceeds buffer_size="
-                             f"{self.buffer_size}; raise buffer_size")
 
     @property
     def env_steps_per_update(self) -> int:

@@ -29,11 +29,15 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
-from jaxrl_par.algos.q_common import act_steps_predrawn, example_transition, to_transitions
+from jaxrl_par.algos.q_common import (
+    act_steps_predrawn,
+    check_q_config,
+    example_transition,
+    to_transitions,
+)
 from jaxrl_par.exploration import linear_epsilon
-from jaxrl_par.networks import ACTIVATIONS, QNetwork
+from jaxrl_par.networks import QNetwork
 from jaxrl_par.qlearning import (
-    LOSSES,
     NStepCarry,
     batch_normalized_weights,
     init_nstep_carry,
@@ -84,27 +88,14 @@ class Config:
                                "priority_eps"),
                  unit_interval=("gamma", "epsilon_start", "epsilon_end",
                                 "exploration_fraction", "per_beta", "tau"))
-        envs.check_env_id(self.env)
         if self.tau <= 0:
             raise ValueError("dqn.Config.tau must be in (0, 1]: 1 for a hard target copy")
-        if not isinstance(self.n_step, int):
-            raise ValueError(f"dqn.Config.n_step must be an int, got {self.n_step!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"dqn.Config.loss={self.loss!r}; choose from {LOSSES}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"dqn.Config.activation={self.activation!r}; "
-                             f"choose from {sorted(ACTIVATIONS)}")
+        check_q_config(self, "num_envs*num_steps")
         if self.env_steps_per_update % self.train_frequency:
             raise ValueError(
                 f"dqn.Config.train_frequency={self.train_frequency} does not divide the "
                 f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "
                 "pick a divisor so every update takes a whole number of gradient steps")
-        if self.num_updates < 1:
-            raise ValueError(f"dqn.Config.total_timesteps={self.total_timesteps} is less than "
-                             f"one update of num_envs*num_steps={self.env_steps_per_update}")
-        if self.batch_size > self.buffer_size:
-            raise ValueError(f"dqn.Config.batch_size={self.batch_size} exceeds buffer_size="
-                             f"{self.buffer_size}; raise buffer_size")
 
     @property
     def env_steps_per_update(self) -> int:

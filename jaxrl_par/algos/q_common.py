@@ -12,7 +12,30 @@ import jax.numpy as jnp
 
 from jaxrl_par import envs
 from jaxrl_par.exploration import epsilon_greedy, epsilon_greedy_from_draws, exploration_draws
-from jaxrl_par.qlearning import NStepCarry, QFn, Transition, nstep_with_carry
+from jaxrl_par.networks import ACTIVATIONS
+from jaxrl_par.qlearning import LOSSES, NStepCarry, QFn, Transition, nstep_with_carry
+
+
+def check_q_config(cfg, lanes: str) -> None:
+    """The checks DQN's and Ape-X's configs share, each a ``ValueError`` naming the fix:
+    a known env id, an int ``n_step``, a known ``loss`` and ``activation``, at least one
+    update in ``total_timesteps`` and ``batch_size <= buffer_size``. ``lanes`` names the
+    fields whose product is ``cfg.env_steps_per_update`` (for the message)."""
+    name = type(cfg).__module__.rsplit(".", 1)[-1] + ".Config"
+    envs.check_env_id(cfg.env)
+    if not isinstance(cfg.n_step, int):
+        raise ValueError(f"{name}.n_step must be an int, got {cfg.n_step!r}")  # noqa: TRY004
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"{name}.loss={cfg.loss!r}; choose from {LOSSES}")
+    if cfg.activation not in ACTIVATIONS:
+        raise ValueError(f"{name}.activation={cfg.activation!r}; "
+                         f"choose from {sorted(ACTIVATIONS)}")
+    if cfg.num_updates < 1:
+        raise ValueError(f"{name}.total_timesteps={cfg.total_timesteps} is less than one "
+                         f"update of {lanes}={cfg.env_steps_per_update}")
+    if cfg.batch_size > cfg.buffer_size:
+        raise ValueError(f"{name}.batch_size={cfg.batch_size} exceeds buffer_size="
+                         f"{cfg.buffer_size}; raise buffer_size")
 
 
 def act_steps(
