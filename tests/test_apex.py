@@ -107,18 +107,21 @@ def test_policy_lag_staleness_and_metrics():
 
 def test_cartpole_reaches_475():
     """Ape-X (16 actors, n=3, dueling double Q, PER) solves CartPole in 1e5 steps:
-    greedy evaluation of the learner's parameters (fixed seed, CPU, ~40 s).
+    greedy evaluation of the learner's parameters, seeds 0-3 as one vmapped batch (CPU,
+    ~40 s); at least 3 of the 4 must reach 475.
 
-    8 learner steps per 64 env steps: with 4, seeds 0-3 gave greedy returns 500, 500,
-    107, 500, i.e. a test that passed or failed with the rounding of the day; with 8 all
-    four reached 500 (2026-11-29)."""
+    One seed alone flips between 500 and ~100 with the last bits of the arithmetic
+    (vmapping 1 vs 4 seeds, a reordered sum, another random stream), so a one-seed test
+    would pass or fail on luck. With 8 learner steps per 64 env steps all four seeds
+    reached 500 on 2026-11-29 (with 4 learner steps: 500, 500, 107, 500)."""
     cfg = apex.Config(num_actors=16, num_steps=4, learner_steps_per_iteration=8,
                       learning_starts=1_000, learning_rate=1e-3, target_period=50,
                       total_timesteps=100_000)
     algo = apex.make(cfg)
-    result = train(algo, [0], num_chunks=5, progress=False)
-    state = jax.tree.map(lambda x: x[0], result.state)
-    assert greedy_return(algo, state) >= 475
+    result = train(algo, [0, 1, 2, 3], num_chunks=5, progress=False)
+    returns = [greedy_return(algo, jax.tree.map(lambda x, i=i: x[i], result.state))
+               for i in range(4)]
+    assert sum(r >= 475 for r in returns) >= 3, returns
 
 
 APEX_PROBE = dict(num_actors=8, num_steps=4, total_timesteps=8_000, buffer_size=2_000,

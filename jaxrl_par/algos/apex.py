@@ -45,7 +45,7 @@ from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import (
-    act_steps,
+    act_steps_predrawn,
     check_q_config,
     example_transition,
     to_transitions,
@@ -158,6 +158,10 @@ def make(config: Config) -> Algorithm:
     def env_keys(key):
         return axes.shard_keys(key, cfg.num_actors, cfg.axis_name)
 
+    def step_keys(key):
+        """``[num_steps, N_local]`` keys: one per (step, actor), by global actor index."""
+        return axes.shard_keys(key, cfg.num_actors, cfg.axis_name, steps=cfg.num_steps)
+
     def global_batch() -> int:
         """The learner batch over all shards: ``batch_size`` per device."""
         return cfg.batch_size * axes.axis_size(cfg.axis_name)
@@ -263,9 +267,9 @@ def make(config: Config) -> Algorithm:
         ids = actor_ids()
         # -- actors: act with their copy, compute initial priorities, add ----------------
         policy_lag = state.learner_steps - state.actor_version
-        env_state, steps, ts = act_steps(envs.make(cfg.env, n_local()), q_fn,
-                                         state.actor_params, state.env_state, k_act,
-                                         ladder[ids], cfg.num_steps, env_keys)
+        env_state, steps, ts = act_steps_predrawn(envs.make(cfg.env, n_local()), q_fn,
+                                                  state.actor_params, state.env_state, k_act,
+                                                  ladder[ids], cfg.num_steps, step_keys)
         carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
                                             state.env_steps)
         priorities = initial_priorities(state.actor_params, state.actor_target_params,

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_par import envs
-from jaxrl_par.exploration import epsilon_greedy, epsilon_greedy_from_draws, exploration_draws
+from jaxrl_par.exploration import epsilon_greedy_from_draws, exploration_draws
 from jaxrl_par.networks import ACTIVATIONS
 from jaxrl_par.qlearning import LOSSES, NStepCarry, QFn, Transition, nstep_with_carry
 
@@ -38,44 +38,6 @@ def check_q_config(cfg, lanes: str) -> None:
                          f"{cfg.buffer_size}; raise buffer_size")
 
 
-def act_steps(
-    env: envs.VecEnv,
-    q_fn: QFn,
-    params: Any,
-    env_state: envs.EnvState,
-    key: jax.Array,
-    epsilon: jax.Array,
-    num_steps: int,
-    env_keys: Callable[[jax.Array], jax.Array],
-) -> tuple[envs.EnvState, NStepCarry, envs.Timestep]:
-    """Acts ``num_steps`` epsilon-greedy steps in every env with ``params``.
-
-    Args:
-      env: the local :class:`VecEnv` of ``N`` envs.
-      q_fn: ``q_fn(params, obs [N, ...]) -> [N, A]``.
-      epsilon: ``[]`` or ``[N]`` exploration rates.
-      env_keys: ``key -> [N]`` keys of this shard's envs (global env index).
-
-    Returns:
-      ``(env_state, steps, timesteps)``: the steps as an :class:`NStepCarry` and the
-      :class:`Timestep` records, both ``[T, N, ...]``.
-    """
-
-    def step(env_state, step_key):
-        """Carry: env state. Output: the step record and the timestep."""
-        k_act, k_env = jax.random.split(step_key)
-        obs = env_state.obs
-        action = epsilon_greedy(env_keys(k_act), q_fn(params, obs), epsilon)
-        env_state, ts = env.step(env_keys(k_env), env_state, action)
-        record = NStepCarry(obs, action, ts.reward, ts.terminated, ts.truncated, ts.obs,
-                            ts.final_obs, jnp.ones_like(ts.terminated))
-        return env_state, (record, ts)
-
-    env_state, (steps, timesteps) = jax.lax.scan(step, env_state,
-                                                 jax.random.split(key, num_steps))
-    return env_state, steps, timesteps
-
-
 def act_steps_predrawn(
     env: envs.VecEnv,
     q_fn: QFn,
@@ -86,12 +48,12 @@ def act_steps_predrawn(
     num_steps: int,
     step_keys: Callable[[jax.Array], jax.Array],
 ) -> tuple[envs.EnvState, NStepCarry, envs.Timestep]:
-    """:func:`act_steps` with the randomness of all ``T`` steps drawn before the scan.
+    """Acts ``num_steps`` epsilon-greedy steps in every env with ``params``, with the
+    randomness of all ``T`` steps drawn before the scan.
 
-    Same policy and outputs as :func:`act_steps`, other random streams: the env keys,
-    exploration coins and random actions of every (step, env) come from three batched
-    draws, not from a few small draws per step (on one CPU core this halves the cost of
-    acting). Each env's numbers depend only on its global index, so a sharded batch
+    The env keys, exploration coins and random actions of every (step, env) come from
+    three batched draws, not from a few small draws per step (on one CPU core this
+    halves the cost of acting). Each env's numbers depend only on its global index, so a sharded batch
     still acts exactly as on one device.
 
     Args:
@@ -102,7 +64,8 @@ def act_steps_predrawn(
         ``lambda k: axes.shard_keys(k, num_envs, axis_name, steps=T)``.
 
     Returns:
-      ``(env_state, steps, timesteps)`` as :func:`act_steps`, leaves ``[T, N, ...]``.
+      ``(env_state, steps, timesteps)``: the steps as an :class:`NStepCarry` and the
+      :class:`Timestep` records, leaves ``[T, N, ...]``.
     """
     k_act, k_env = jax.random.split(key)
     env_keys = step_keys(k_env)
