@@ -198,6 +198,28 @@ def test_weighted_batch_on_one_buffer_is_sample_with_batch_max_weights():
     assert bool(b.valid.all()) and int(b.dropped) == 0
 
 
+def test_global_batch_then_update_in_a_scan_does_not_copy_the_tree():
+    """Ape-X's sharded learner loop (global batch, write-back) keeps every read of the
+    tree before the in-place update, so XLA:CPU does not copy the tree per step."""
+    buf, states, _ = _shards()
+
+    def body(carry, key):
+        state, acc = carry
+        b = replay.weighted_batch(buf, state, key, BATCH, 0.4, axes.DATA, 16)
+        state = buf.update_priorities(state, b.indices, jnp.full(16, 2.0))
+        return (state, acc + jnp.sum(b.loss_weights)), None
+
+    def run(carry, keys):
+        return jax.vmap(lambda c: jax.lax.scan(body, c, keys)[0], axis_name=axes.DATA)(carry)
+
+    keys = jax.random.split(jax.random.key(0), 4)
+    carry = (states, jnp.zeros(SHARDS))
+    hlo = jax.jit(run, donate_argnums=0).lower(carry, keys).compile().as_text()
+    tree_shape = f"f32[{SHARDS},{states.tree.flat.shape[1]}]"
+    copies = [ln for ln in hlo.splitlines() if f"= {tree_shape}" in ln and " copy(" in ln]
+    assert not copies, copies
+
+
 # --- 8 fake devices, in a fresh process ------------------------------------------------
 
 def test_eight_device_suite():
