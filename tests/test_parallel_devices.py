@@ -178,3 +178,24 @@ def test_apex_global_batch_reports_rows_that_do_not_fit():
     # 4 shards x 8 rows = 32 of a global batch of 128: at least 3/4 is dropped.
     learned = np.asarray(out.metrics["learner_steps"]) > 0
     assert np.all(dropped[learned] >= 0.75 - 1e-6)
+
+
+DQN_DP = dqn.Config(env="ProbeTimeLimit-v0", gamma=0.9, n_step=3, num_envs=8, num_steps=4,
+                    total_timesteps=30_000, buffer_size=2_000, batch_size=32,
+                    learning_starts=256, train_frequency=4, learning_rate=1e-2,
+                    target_update_period=10, exploration_fraction=0.3, epsilon_end=0.2,
+                    hidden_sizes=(32,), loss="mse", axis_name=axes.DATA)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_dqn_on_2_devices_learns_the_time_limit_value(prioritized):
+    """DQN with a replay shard per device and pmean'd gradients learns ProbeTimeLimit's
+    value 10 (the runner also checks that both learners stayed identical)."""
+    cfg = dataclasses.replace(DQN_DP, prioritized=prioritized)
+    out = train(dqn.make(cfg), [0], num_chunks=2, progress=False, devices=2)
+    state = jax.tree.map(lambda x: x[0], parallel.unreplicate(out.state))
+    net = dqn.make_q_network(envs.make(cfg.env, 1), cfg.hidden_sizes, cfg.activation,
+                             cfg.dueling)
+    q = np.asarray(net.apply(state.params, jnp.zeros((1, 1), jnp.float32)))
+    assert q[0, 0] == pytest.approx(10.0, abs=0.5)
+    assert np.all(np.asarray(out.state.buffer.size) > cfg.batch_size)  # both shards filled
