@@ -72,12 +72,10 @@ def _to_row_part(x: jax.Array, slot: LeafSlot) -> jax.Array:
         x = x.astype(jnp.uint8)
     itemsize = jnp.dtype(x.dtype).itemsize
     unit, target = (4, jnp.uint32) if slot.in_words else (1, jnp.uint8)
-    if itemsize == unit:
-        return jax.lax.bitcast_convert_type(x, target).reshape(n, slot.count)
     if itemsize < unit:  # e.g. uint8 into words: group 4 bytes per word
         x = x.reshape(n, slot.count, unit // itemsize)
         return jax.lax.bitcast_convert_type(x, target)
-    return jax.lax.bitcast_convert_type(x, target).reshape(n, slot.count)  # wider items
+    return jax.lax.bitcast_convert_type(x, target).reshape(n, slot.count)  # same or wider
 
 
 def _from_row_part(part: jax.Array, slot: LeafSlot) -> jax.Array:
@@ -87,9 +85,7 @@ def _from_row_part(part: jax.Array, slot: LeafSlot) -> jax.Array:
     if dtype == jnp.bool_:
         return (part != 0).reshape(*batch, *slot.shape)
     unit = 4 if slot.in_words else 1
-    if dtype.itemsize == unit:
-        return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
-    if dtype.itemsize < unit:
+    if dtype.itemsize <= unit:
         return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
     part = part.reshape(*batch, -1, dtype.itemsize // unit)
     return jax.lax.bitcast_convert_type(part, dtype).reshape(*batch, *slot.shape)
@@ -106,12 +102,18 @@ def pack(layout: Layout, transitions: PyTree) -> tuple[jax.Array | None, jax.Arr
     )
 
 
-def unpack(layout: Layout, words: jax.Array | None, tail: jax.Array | None) -> PyTree:
-    """Rows `[..., W]` and `[..., T]` -> the transition pytree, leaves `[..., *shape]`."""
+def unpack(layout: Layout, words: jax.Array | None, tail: jax.Array | None,
+           rows: Any = Ellipsis) -> PyTree:
+    """Rows `[..., W]` and `[..., T]` -> the transition pytree, leaves `[..., *shape]`.
+
+    With `rows` (e.g. int `[k]` indices) only those rows: each leaf is gathered straight
+    from its own columns, with no `[k, W]` intermediate to copy the leaves out of (for
+    MinAtar rows that copy cost more than the gather).
+    """
     leaves = []
     for s in layout.slots:
-        rows = words if s.in_words else tail
-        leaves.append(_from_row_part(rows[..., s.offset : s.offset + s.count], s))
+        part = words if s.in_words else tail
+        leaves.append(_from_row_part(part[rows, s.offset : s.offset + s.count], s))
     return jax.tree.unflatten(layout.treedef, leaves)
 
 
@@ -251,13 +253,7 @@ def add(state: StorageState, transitions: PyTree) -> tuple[StorageState, jax.Arr
 def get(state: StorageState, indices: jax.Array) -> PyTree:
     """Gathers the transitions at `indices` (int `[k]`): every leaf `[k, *leaf_shape]`."""
     chex.assert_rank(indices, 1)
-    # One gather per leaf, straight from its columns: no [k, row] intermediate to copy
-    # the leaves out of (for MinAtar rows that copy cost more than the gather).
-    leaves = []
-    for s in state.layout.slots:
-        rows = state.words if s.in_words else state.tail
-        leaves.append(_from_row_part(rows[indices, s.offset : s.offset + s.count], s))
-    return jax.tree.unflatten(state.layout.treedef, leaves)
+    return unpack(state.layout, state.words, state.tail, indices)
 
 
 def can_sample(state: StorageState, batch_size: int) -> jax.Array:
