@@ -152,17 +152,6 @@ def q_loss(params: Any, target_params: Any, q_fn: QFn, batch: Transition,
     return loss, {"td_error": td, "q_mean": jnp.mean(q_tm1)}
 
 
-def batch_normalized_weights(weights: jax.Array, axis_name: str | None = None) -> jax.Array:
-    """Importance weights divided by their batch maximum (``1 / max_i w_i``, Schaul et al.
-    2016), over all shards of ``axis_name`` when given. Unlike normalising by the weight
-    of the least priority in the whole buffer, one stale near-zero priority cannot shrink
-    every step. Float32 ``[B] -> [B]``."""
-    top = jnp.max(weights)
-    if axis_name is not None:
-        top = jax.lax.pmax(top, axis_name)
-    return weights / jnp.maximum(top, 1e-12)
-
-
 # -- n-step windows across updates -------------------------------------------------------
 class NStepCarry(NamedTuple):
     """The last ``n - 1`` steps of every env, time-major ``[n - 1, N, ...]``.
@@ -219,7 +208,6 @@ __all__ = [
     "LOSSES",
     "NStepCarry",
     "Transition",
-    "batch_normalized_weights",
     "batch_td_error",
     "double_q_learning",
     "init_nstep_carry",

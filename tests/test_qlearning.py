@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from jaxrl_par import envs, replay
+from jaxrl_par.replay import batch_normalized_weights
 from jaxrl_par.algos import q_common
 from jaxrl_par.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
 from jaxrl_par.qlearning import (
     NStepCarry,
-    batch_normalized_weights,
     batch_td_error,
     double_q_learning,
     init_nstep_carry,

@@ -7,6 +7,7 @@
 from jaxrl_par.replay.global_sample import (
     ShardSample,
     WeightedBatch,
+    batch_normalized_weights,
     sample_global,
     weighted_batch,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "SumMinTree",
     "UniformState",
     "WeightedBatch",
+    "batch_normalized_weights",
     "nstep_transitions",
     "prioritized",
     "sample_global",

@@ -138,8 +138,11 @@ class WeightedBatch(NamedTuple):
     dropped: jax.Array
 
 
-def _normalized(weights: jax.Array, axis_name: str | None) -> jax.Array:
-    """``weights / max(weights)`` with the maximum over every shard of ``axis_name``."""
+def batch_normalized_weights(weights: jax.Array, axis_name: str | None = None) -> jax.Array:
+    """Importance weights divided by their batch maximum (``1 / max_i w_i``, Schaul et al.
+    2016), over all shards of ``axis_name`` when given. Unlike normalising by the weight
+    of the least priority in the whole buffer, one stale near-zero priority cannot shrink
+    every step. Float32 ``[B] -> [B]``."""
     top = jnp.max(weights)
     if axis_name is not None:
         top = jax.lax.pmax(top, axis_name)
@@ -182,10 +185,10 @@ def weighted_batch(
         sample = buffer.sample(state, key, batch_size, beta)
         valid = jnp.ones((batch_size,), bool)
         return WeightedBatch(sample.indices, sample.transitions,
-                             _normalized(sample.weights, None), valid, jnp.int32(0))
+                             batch_normalized_weights(sample.weights, None), valid, jnp.int32(0))
     k = batch_size if max_per_shard is None else max_per_shard
     shard = sample_global(buffer, state, key, batch_size, beta, axis_name, k)
-    weights = _normalized(shard.sample.weights, axis_name)  # rows outside the batch: 0
+    weights = batch_normalized_weights(shard.sample.weights, axis_name)  # rows outside the batch: 0
     return WeightedBatch(
         indices=jnp.where(shard.valid, shard.sample.indices, -1),
         transitions=shard.sample.transitions,
