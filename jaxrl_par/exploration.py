@@ -60,15 +60,8 @@ def epsilon_greedy(keys: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> 
     chex.assert_rank(q_values, 2)
     n, num_actions = q_values.shape
     chex.assert_shape(keys, (n,) + keys.shape[1:])
-    epsilon = jnp.broadcast_to(jnp.asarray(epsilon, jnp.float32), (n,))
-
-    def one(key, q, eps):
-        k_explore, k_action = jax.random.split(key)
-        random_action = jax.random.randint(k_action, (), 0, num_actions)
-        explore = jax.random.uniform(k_explore) < eps
-        return jnp.where(explore, random_action, jnp.argmax(q)).astype(jnp.int32)
-
-    return jax.vmap(one)(keys, q_values, epsilon)
+    uniforms, random_actions = exploration_draws(keys, num_actions)
+    return epsilon_greedy_from_draws(q_values, uniforms, random_actions, epsilon)
 
 
 def exploration_draws(keys: jax.Array, num_actions: int) -> tuple[jax.Array, jax.Array]:
