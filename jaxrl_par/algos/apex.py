@@ -45,7 +45,7 @@ from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import (
-    act_steps_predrawn,
+    act_steps,
     check_q_config,
     example_transition,
     to_transitions,
@@ -267,9 +267,9 @@ def make(config: Config) -> Algorithm:
         ids = actor_ids()
         # -- actors: act with their copy, compute initial priorities, add ----------------
         policy_lag = state.learner_steps - state.actor_version
-        env_state, steps, ts = act_steps_predrawn(envs.make(cfg.env, n_local()), q_fn,
-                                                  state.actor_params, state.env_state, k_act,
-                                                  ladder[ids], cfg.num_steps, step_keys)
+        env_state, steps, ts = act_steps(envs.make(cfg.env, n_local()), q_fn,
+                                         state.actor_params, state.env_state, k_act,
+                                         ladder[ids], cfg.num_steps, step_keys)
         carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
                                             state.env_steps)
         priorities = initial_priorities(state.actor_params, state.actor_target_params,
@@ -298,9 +298,8 @@ def make(config: Config) -> Algorithm:
             "insert_priority": jnp.sum(priorities) / jnp.maximum(jnp.sum(transitions.mask), 1),
             "mean_priority_mass": buf.total_priority(buffer) / size,  # mean p^alpha stored
             "learner_steps": learner_steps.astype(jnp.float32),
-            "env_steps_per_sample": jnp.float32(cfg.env_steps_per_update
-                                                / (cfg.learner_steps_per_iteration
-                                                   * global_batch())),
+            "env_steps_per_sample": jnp.float32(cfg.env_steps_per_sample
+                                                / axes.axis_size(cfg.axis_name)),
         })
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))

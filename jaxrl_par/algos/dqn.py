@@ -30,7 +30,7 @@ from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.q_common import (
-    act_steps_predrawn,
+    act_steps,
     check_q_config,
     example_transition,
     to_transitions,
@@ -39,7 +39,6 @@ from jaxrl_par.exploration import linear_epsilon
 from jaxrl_par.networks import QNetwork
 from jaxrl_par.qlearning import (
     NStepCarry,
-    batch_normalized_weights,
     init_nstep_carry,
     q_loss,
 )
@@ -190,7 +189,7 @@ def make(config: Config) -> Algorithm:
             sample = buf.sample(buffer, draws, cfg.batch_size, beta)
         else:
             sample = buf.sample_at(buffer, draws)
-        importance_weights = batch_normalized_weights(sample.weights, cfg.axis_name)
+        importance_weights = replay.batch_normalized_weights(sample.weights, cfg.axis_name)
         (loss, aux), grads = jax.value_and_grad(
             lambda p: q_loss(unravel(p), unravel(target_params), q_fn, sample.transitions,
                              importance_weights, cfg.double_q, cfg.loss, cfg.huber_delta),
@@ -231,9 +230,8 @@ def make(config: Config) -> Algorithm:
         key, k_act, k_learn = jax.random.split(state.key, 3)
         epsilon = linear_epsilon(state.env_steps, cfg.epsilon_start, cfg.epsilon_end,
                                  decay_steps)
-        env_state, steps, ts = act_steps_predrawn(local_env(), q_fn, state.params,
-                                                  state.env_state, k_act, epsilon,
-                                                  cfg.num_steps, step_keys)
+        env_state, steps, ts = act_steps(local_env(), q_fn, state.params, state.env_state,
+                                         k_act, epsilon, cfg.num_steps, step_keys)
         carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
                                             state.env_steps)
         if cfg.prioritized:  # new items get the largest priority seen (Schaul et al.)

@@ -38,7 +38,7 @@ def check_q_config(cfg, lanes: str) -> None:
                          f"{cfg.buffer_size}; raise buffer_size")
 
 
-def act_steps_predrawn(
+def act_steps(
     env: envs.VecEnv,
     q_fn: QFn,
     params: Any,
@@ -53,8 +53,8 @@ def act_steps_predrawn(
 
     The env keys, exploration coins and random actions of every (step, env) come from
     three batched draws, not from a few small draws per step (on one CPU core this
-    halves the cost of acting). Each env's numbers depend only on its global index, so a sharded batch
-    still acts exactly as on one device.
+    halves the cost of acting). Each env's numbers depend only on its global index, so
+    a sharded batch still acts exactly as on one device.
 
     Args:
       env: the local :class:`VecEnv` of ``N`` envs.
