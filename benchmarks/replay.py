@@ -104,6 +104,25 @@ def fill(add, state, example, capacity, chunk=4096):
     return jax.block_until_ready(state)
 
 
+def fbx_buffers(fbx, capacity, sample_batch_size, add_batch_size):
+    """flashbax's prioritised flat buffer (alpha 0.6) and flat buffer, same sizes."""
+    kw = {"max_length": capacity, "min_length": 1, "sample_batch_size": sample_batch_size,
+          "add_batch_size": add_batch_size, "add_sequences": False}
+    return (fbx.make_prioritised_flat_buffer(**kw, priority_exponent=0.6),
+            fbx.make_flat_buffer(**kw))
+
+
+def full_buffers(ours_p, ours_u, example, capacity, fbx):
+    """Ours (prioritized, uniform) and flashbax's (prioritized, flat) states, all full
+    (filled in chunks of min(4096, capacity), as `fill` does)."""
+    chunk = min(4096, capacity)
+    fb_fill, fbu_fill = fbx_buffers(fbx, capacity, 256, chunk)
+    return (fill(ours_p.add, ours_p.init(example), example, capacity),
+            fill(ours_u.add, ours_u.init(example), example, capacity),
+            fill(fb_fill.add, fb_fill.init(example), example, capacity),
+            fill(fbu_fill.add, fbu_fill.init(example), example, capacity))
+
+
 def bench_case(kind, capacity, args, fbx):
     example = transition(kind)
     ours_p = replay.prioritized(capacity=capacity, alpha=0.6)
@@ -118,14 +137,7 @@ def bench_case(kind, capacity, args, fbx):
     for n in args.add_sizes:
         x = batch_of(example, n)
         pri = jnp.asarray(np.random.default_rng(2).uniform(0.1, 2, n), jnp.float32)
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
-            add_sequences=False, priority_exponent=0.6,
-        )
-        fb_u = fbx.make_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
-            add_sequences=False,
-        )
+        fb_p, fb_u = fbx_buffers(fbx, capacity, 256, n)
         ops.append((f"prioritized add {n}", [
             ("ours", Op(ours_p.add, ours_p.init(example), (x, pri), True)),
             ("flashbax", Op(fb_p.add, fb_p.init(example), (x,), True)),
@@ -136,19 +148,8 @@ def bench_case(kind, capacity, args, fbx):
         ]))
 
     # ---- sample / update on full buffers ----------------------------------------------
-    chunk = min(4096, capacity)
-    fb_fill = fbx.make_prioritised_flat_buffer(
-        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
-        add_sequences=False, priority_exponent=0.6,
-    )
-    fbu_fill = fbx.make_flat_buffer(
-        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
-        add_sequences=False,
-    )
-    full_p = fill(ours_p.add, ours_p.init(example), example, capacity)
-    full_u = fill(ours_u.add, ours_u.init(example), example, capacity)
-    fb_full_p = fill(fb_fill.add, fb_fill.init(example), example, capacity)
-    fbu_full = fill(fbu_fill.add, fbu_fill.init(example), example, capacity)
+    chunk = min(4096, capacity)  # flashbax's add_batch_size must match its fill
+    full_p, full_u, fb_full_p, fbu_full = full_buffers(ours_p, ours_u, example, capacity, fbx)
     memory = {
         "raw_storage_bytes": full_p.storage.data_nbytes,
         "ours_prioritized_state_bytes": storage_lib.nbytes(full_p),
@@ -161,14 +162,7 @@ def bench_case(kind, capacity, args, fbx):
         memory[name.replace("_bytes", "_overhead_float32_per_slot")] = extra / capacity / 4
 
     for n in args.sample_sizes:
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False, priority_exponent=0.6,
-        )
-        fb_u = fbx.make_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False,
-        )
+        fb_p, fb_u = fbx_buffers(fbx, capacity, n, chunk)
         ops.append((f"prioritized sample {n}", [
             ("ours", Op(lambda s, k, n=n: ours_p.sample(s, k, n, 0.4), full_p, (keys[0],), False,
                         key_args)),
@@ -180,10 +174,7 @@ def bench_case(kind, capacity, args, fbx):
             ("flashbax", Op(fb_u.sample, fbu_full, (keys[0],), False, key_args)),
         ]))
     for n in args.update_sizes:
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False, priority_exponent=0.6,
-        )
+        fb_p, _ = fbx_buffers(fbx, capacity, n, chunk)
         idx = ours_p.sample(full_p, keys[1], n).indices
         fb_idx = fb_p.sample(fb_full_p, keys[1]).indices
         pri = jnp.asarray(np.random.default_rng(3).uniform(0.1, 2, n), jnp.float32)
@@ -295,14 +286,7 @@ def bench_scan_case(kind, capacity, args, fbx):
         pool = jax.tree.map(lambda *x: jnp.stack(x), *batches)
         slots = jnp.arange(length, dtype=jnp.int32) % pool_size
         pri = priorities(n)
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
-            add_sequences=False, priority_exponent=0.6,
-        )
-        fb_u = fbx.make_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=n,
-            add_sequences=False,
-        )
+        fb_p, fb_u = fbx_buffers(fbx, capacity, 256, n)
 
         def pick(pool, slot):
             return jax.tree.map(
@@ -335,19 +319,8 @@ def bench_scan_case(kind, capacity, args, fbx):
     ops = []
 
     # ---- sample / update on full buffers ----------------------------------------------
-    chunk = min(4096, capacity)
-    fb_fill = fbx.make_prioritised_flat_buffer(
-        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
-        add_sequences=False, priority_exponent=0.6,
-    )
-    fbu_fill = fbx.make_flat_buffer(
-        max_length=capacity, min_length=1, sample_batch_size=256, add_batch_size=chunk,
-        add_sequences=False,
-    )
-    full_p = fill(ours_p.add, ours_p.init(example), example, capacity)
-    full_u = fill(ours_u.add, ours_u.init(example), example, capacity)
-    fb_full_p = fill(fb_fill.add, fb_fill.init(example), example, capacity)
-    fbu_full = fill(fbu_fill.add, fbu_fill.init(example), example, capacity)
+    chunk = min(4096, capacity)  # flashbax's add_batch_size must match its fill
+    full_p, full_u, fb_full_p, fbu_full = full_buffers(ours_p, ours_u, example, capacity, fbx)
 
     # What a draw leaves live. flashbax's flat buffer returns (first, second) of a 2-step
     # window; we keep only `first` (it holds next_obs already), so XLA may skip the second
@@ -374,14 +347,7 @@ def bench_scan_case(kind, capacity, args, fbx):
         return step, init
 
     for n in args.sample_sizes:
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False, priority_exponent=0.6,
-        )
-        fb_u = fbx.make_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False,
-        )
+        fb_p, fb_u = fbx_buffers(fbx, capacity, n, chunk)
         pairs = [
             ("prioritized", lambda s, k, n=n: ours_p.sample(s, k, n, 0.4), ours_live, full_p,
              fb_p.sample, fb_live, fb_full_p),
@@ -397,10 +363,7 @@ def bench_scan_case(kind, capacity, args, fbx):
             ]))
 
     for n in args.update_sizes:
-        fb_p = fbx.make_prioritised_flat_buffer(
-            max_length=capacity, min_length=1, sample_batch_size=n, add_batch_size=chunk,
-            add_sequences=False, priority_exponent=0.6,
-        )
+        fb_p, _ = fbx_buffers(fbx, capacity, n, chunk)
         # The same random slots for both (flashbax's item index = slot for a flat buffer
         # with period 1), priorities in [0.1, 2).
         idx = jnp.asarray(rng.integers(0, capacity, (length, n)), jnp.int32)
