@@ -21,7 +21,24 @@ ACTIVATIONS: dict[str, Callable] = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn
 
 
 def orthogonal(scale: float):
-    return nn.initializers.orthogonal(scale)
+    """:func:`jax.nn.initializers.orthogonal`, with its QR never batched under ``vmap``.
+
+    Under ``vmap`` (several seeds, or a population) the plain initializer becomes one
+    batched LAPACK ``geqrf`` per layer. jaxlib 0.10's CPU kernel for a batched QR splits
+    the batch over XLA's intra-op thread pool and blocks one pool thread until the parts
+    are done. When as many such calls run at once as the pool has threads (two on a
+    2-core machine; a network's layers are independent, so XLA runs them concurrently),
+    every thread waits for work that no thread is free to run, and the process hangs in
+    ``block_until_ready`` with the CPU idle. ``sequential_vmap`` turns the batch into a
+    loop of unbatched QRs, which run inline: the same per-matrix LAPACK call, so the
+    same bits, and nothing to deadlock. (jaxlib 0.11.1 removed the parallel path.)
+    """
+    base = nn.initializers.orthogonal(scale)
+
+    def init(key, shape, dtype=None):
+        return jax.custom_batching.sequential_vmap(lambda k: base(k, shape, dtype))(key)
+
+    return init
 
 
 # -- distributions ----------------------------------------------------------------------

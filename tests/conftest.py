@@ -3,17 +3,17 @@ import os
 # Tests run on the CPU.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-# XLA's multi-threaded Eigen pool on CPU can wedge: a vmapped program compiles, then
-# block_until_ready never returns, with the process idle. Seen here in a full run on an
-# idle 2-core machine (jax 0.10.2: a vmapped PPO init in test_train, py-spy showed it
-# parked in block_until_ready; the CLI subprocess test failed in the same run), and
-# reported upstream with this flag as the workaround (PyAutoFit issue 1530: 0 hangs in
-# 12 runs with it, 14 in 16 without). Set before jax is imported, and
-# inherited by the tests' subprocesses (8-device suite, two-host test, CLI).
+# Hangs in test_train (process idle in block_until_ready after a vmapped PPO init, in
+# session 1; the CI run of 2026-11-29 stopped in the same file and used up its 90 minutes)
+# match jaxlib 0.10's batched-LAPACK deadlock, reproduced here and read off with gdb: see
+# jaxrl_par.networks.orthogonal, which now keeps every QR unbatched, and
+# tests/test_networks.py. This flag was an earlier guess at that hang and does not prevent
+# it (the gdb capture had it set). It stays only because every passing run of the suite so
+# far had it; set before jax is imported, and inherited by the tests' subprocesses
+# (8-device suite, two-host test, CLI).
 #
-# No persistent compilation cache: with it, a vmapped init loaded from the cache hung in
-# block_until_ready twice in test_train (the second time with the flag above set), and
-# jax issue 38445 reports the CPU cache's reload path as broken on jax 0.10.
+# No persistent compilation cache: jax issue 38445 reports the CPU cache's reload path as
+# broken on jax 0.10.
 EIGEN_FLAG = "--xla_cpu_multi_thread_eigen=false"
 if EIGEN_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + EIGEN_FLAG).strip()

@@ -1,0 +1,57 @@
+"""Network initialisation under vmap: no batched LAPACK call, same bits as one seed."""
+
+import re
+
+import jax
+import numpy as np
+
+from jaxrl_par.algos import dqn, ppo
+from jaxrl_par.networks import orthogonal
+
+SEEDS = 4
+
+
+def _compile(fn, *args):
+    """Returns ``fn`` compiled for ``args`` and the result shapes of its LAPACK calls."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    shapes = re.findall(r"= (\w+\[[\d,]*\])[^\n]*custom_call_target=\"lapack_",
+                        compiled.as_text())
+    return compiled, shapes
+
+
+def _arrays(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(tree)
+            if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)]
+
+
+def test_orthogonal_under_vmap_calls_lapack_one_matrix_at_a_time():
+    # jaxlib 0.10's batched QR kernel blocks an XLA pool thread on work queued to the
+    # same pool: two of them at once hung a vmapped MinAtar PPO init on every try on a
+    # 2-core machine. Every QR in a vmapped (and doubly vmapped) init must be one matrix.
+    init = orthogonal(1.0)
+    keys = jax.random.split(jax.random.key(0), (3, SEEDS))
+    one = jax.vmap(lambda k: init(k, (64, 32), jax.numpy.float32))
+    two = jax.vmap(one)
+    _, shapes = _compile(one, keys[0])
+    assert shapes and all(s.count(",") == 1 for s in shapes), shapes
+    two_compiled, shapes = _compile(two, keys)
+    assert shapes and all(s.count(",") == 1 for s in shapes), shapes
+    q = np.asarray(two_compiled(keys))
+    assert q.shape == (3, SEEDS, 64, 32)
+    np.testing.assert_allclose(np.einsum("abij,abik->abjk", q, q),
+                               np.broadcast_to(np.eye(32), (3, SEEDS, 32, 32)), atol=1e-5)
+    assert not np.allclose(q[0, 0], q[0, 1])  # different keys, different matrices
+
+
+def test_vmapped_algorithm_init_equals_one_seed_at_a_time():
+    keys = jax.random.split(jax.random.key(3), SEEDS)
+    for algo in (ppo.make(ppo.Config(env="Breakout-MinAtar", num_envs=4, num_steps=8,
+                                     total_timesteps=10_000)),
+                 dqn.make(dqn.Config(env="CartPole-v1"))):
+        batched, shapes = _compile(jax.vmap(algo.init), keys)
+        assert shapes and all(s.count(",") == 1 for s in shapes), shapes
+        got = _arrays(batched(keys).params)
+        init = jax.jit(algo.init)
+        per_seed = [_arrays(init(k).params) for k in keys]
+        for i, leaf in enumerate(got):
+            np.testing.assert_array_equal(leaf, np.stack([p[i] for p in per_seed]))
