@@ -4,11 +4,14 @@ It knows algorithms only through their protocol (``init``/``update``): ``jax.vma
 seeds, ``lax.scan`` over the updates of one chunk, a host loop over chunks that drives a
 progress bar, writes ``metrics.jsonl`` and a checkpoint, and checks losses for NaN.
 The chunk function is compiled once; chunked training equals one long scan, and resuming
-from the checkpoint equals never stopping.
+from the checkpoint equals never stopping. Training the same ``Algorithm`` object again
+with the same number of seeds and chunk size (other seeds, a resumed run, a notebook cell
+run twice) reuses the compiled programs of the last few runs instead of compiling again.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -27,6 +30,30 @@ from jaxrl_par.algos.base import Algorithm, scan_updates
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 
+# Compiled init and chunk programs of recent runs of the plain (unsharded) runner. Keys
+# hold the algorithm's functions themselves (so an id is never reused for another one)
+# and the abstract shapes of the arguments; the oldest entry goes when there are more
+# than _MAX_COMPILED.
+_MAX_COMPILED = 8
+_compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+
+
+def _compile_once(key: tuple, lower: Callable[[], Any]):
+    """The compiled program for ``key``, from the cache or ``lower().compile()``."""
+    if key in _compiled:
+        _compiled.move_to_end(key)
+        return _compiled[key]
+    compiled = lower().compile()
+    _compiled[key] = compiled
+    while len(_compiled) > _MAX_COMPILED:
+        _compiled.popitem(last=False)
+    return compiled
+
+
+def _abstract(tree) -> tuple:
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple((x.shape, x.dtype, x.sharding) for x in leaves)
+
 
 @dataclasses.dataclass
 class TrainResult:
@@ -38,7 +65,8 @@ class TrainResult:
       metrics: ``name -> [S, U]`` per-update metrics of every seed.
       env_steps: ``[U]`` environment steps of one seed after each update.
       seeds: the seeds, in the order of the leading axis.
-      compile_seconds: time to compile the init and chunk functions.
+      compile_seconds: time to compile the init and chunk functions (near zero when
+        they were reused from an earlier run of the same algorithm object).
       train_seconds: wall time of the training loop, compilation excluded.
       steps_per_second: environment steps per second, all seeds together.
     """
@@ -184,12 +212,19 @@ def train(
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
 
     t0 = time.perf_counter()
-    init_fn = sharded.init if sharded else jax.jit(jax.vmap(algo.init))
-    state = init_fn(keys)
+    if sharded:
+        state = sharded.init(keys)
+        compiled = factory(algo, chunk_updates, None).lower(state, jnp.int32(0)).compile()
+    else:
+        init = _compile_once(("init", algo.init, _abstract(keys)),
+                             lambda: jax.jit(jax.vmap(algo.init)).lower(keys))
+        state = init(keys)
+        example = jax.tree.map(lambda x: x[0], state)
+        compiled = _compile_once(
+            ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
+             _abstract(state)),
+            lambda: factory(algo, chunk_updates, example).lower(state, jnp.int32(0)))
     jax.block_until_ready(state)
-    example = None if sharded else jax.tree.map(lambda x: x[0], state)
-    chunk_fn = factory(algo, chunk_updates, example)
-    compiled = chunk_fn.lower(state, jnp.int32(0)).compile()
     compile_seconds = time.perf_counter() - t0
 
     done_updates = 0

@@ -65,6 +65,24 @@ def test_chunk_function_compiles_once():
     assert len(traces) == 2, len(traces)
 
 
+def test_training_the_same_algorithm_again_reuses_the_compiled_chunk():
+    algo = ppo.make(SMALL)
+    built = []
+
+    def counting_factory(algo, chunk_updates, example):
+        built.append(chunk_updates)
+        return make_chunk_fn(algo, chunk_updates, example)
+
+    first = train(algo, 0, num_chunks=6, progress=False, chunk_fn_factory=counting_factory)
+    again = train(algo, 1, num_chunks=6, progress=False, chunk_fn_factory=counting_factory)
+    assert built == [4]  # 23 updates in chunks of 4: built and compiled once
+    assert not np.allclose(_leaves(first.state.params)[0], _leaves(again.state.params)[0])
+    single = train(algo, 1, num_chunks=6, progress=False)  # the default factory: its own
+    _assert_trees_equal(again.state.params, single.state.params)
+    train(algo, 1, num_chunks=5, progress=False, chunk_fn_factory=counting_factory)
+    assert built == [4, 5]  # another chunk size is another program
+
+
 def test_resume_equals_never_stopping(tmp_path):
     algo = ppo.make(SMALL)
     full = train(algo, [0, 1], num_chunks=4, progress=False)
