@@ -219,11 +219,11 @@ def train(
         init = _compile_once(("init", algo.init, _abstract(keys)),
                              lambda: jax.jit(jax.vmap(algo.init)).lower(keys))
         state = init(keys)
-        example = jax.tree.map(lambda x: x[0], state)
         compiled = _compile_once(
             ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
              _abstract(state)),
-            lambda: factory(algo, chunk_updates, example).lower(state, jnp.int32(0)))
+            lambda: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+            .lower(state, jnp.int32(0)))
     jax.block_until_ready(state)
     compile_seconds = time.perf_counter() - t0
 

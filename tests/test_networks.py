@@ -11,12 +11,14 @@ from jaxrl_par.networks import orthogonal
 SEEDS = 4
 
 
-def _compile(fn, *args):
-    """Returns ``fn`` compiled for ``args`` and the result shapes of its LAPACK calls."""
+def _compile_unbatched(fn, *args):
+    """``fn`` compiled for ``args``, after checking that it calls LAPACK and that every
+    LAPACK call's result is one matrix (rank 2), not a batch of them."""
     compiled = jax.jit(fn).lower(*args).compile()
     shapes = re.findall(r"= (\w+\[[\d,]*\])[^\n]*custom_call_target=\"lapack_",
                         compiled.as_text())
-    return compiled, shapes
+    assert shapes and all(s.count(",") == 1 for s in shapes), shapes
+    return compiled
 
 
 def _arrays(tree):
@@ -32,11 +34,8 @@ def test_orthogonal_under_vmap_calls_lapack_one_matrix_at_a_time():
     keys = jax.random.split(jax.random.key(0), (3, SEEDS))
     one = jax.vmap(lambda k: init(k, (64, 32), jax.numpy.float32))
     two = jax.vmap(one)
-    _, shapes = _compile(one, keys[0])
-    assert shapes and all(s.count(",") == 1 for s in shapes), shapes
-    two_compiled, shapes = _compile(two, keys)
-    assert shapes and all(s.count(",") == 1 for s in shapes), shapes
-    q = np.asarray(two_compiled(keys))
+    _compile_unbatched(one, keys[0])
+    q = np.asarray(_compile_unbatched(two, keys)(keys))
     assert q.shape == (3, SEEDS, 64, 32)
     np.testing.assert_allclose(np.einsum("abij,abik->abjk", q, q),
                                np.broadcast_to(np.eye(32), (3, SEEDS, 32, 32)), atol=1e-5)
@@ -48,8 +47,7 @@ def test_vmapped_algorithm_init_equals_one_seed_at_a_time():
     for algo in (ppo.make(ppo.Config(env="Breakout-MinAtar", num_envs=4, num_steps=8,
                                      total_timesteps=10_000)),
                  dqn.make(dqn.Config(env="CartPole-v1"))):
-        batched, shapes = _compile(jax.vmap(algo.init), keys)
-        assert shapes and all(s.count(",") == 1 for s in shapes), shapes
+        batched = _compile_unbatched(jax.vmap(algo.init), keys)
         got = _arrays(batched(keys).params)
         init = jax.jit(algo.init)
         per_seed = [_arrays(init(k).params) for k in keys]

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from jaxrl_par import envs, replay
-from jaxrl_par.replay import batch_normalized_weights
 from jaxrl_par.algos import q_common
 from jaxrl_par.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
 from jaxrl_par.qlearning import (
@@ -18,6 +17,7 @@ from jaxrl_par.qlearning import (
     q_learning,
     td_loss,
 )
+from jaxrl_par.replay import batch_normalized_weights
 
 
 def test_apex_ladder_literal_values():
