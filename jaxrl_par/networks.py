@@ -17,6 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par.layers import Conv, Dense
+
 ACTIVATIONS: dict[str, Callable] = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
 
 
@@ -93,7 +95,7 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x.reshape(x.shape[0], -1)
         for h in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](nn.Dense(h, kernel_init=orthogonal(math.sqrt(2)))(x))
+            x = ACTIVATIONS[self.activation](Dense(h, kernel_init=orthogonal(math.sqrt(2)))(x))
         return x
 
 
@@ -108,7 +110,7 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
-        x = act(nn.Conv(self.channels, (3, 3), padding="VALID",
+        x = act(Conv(self.channels, (3, 3), padding="VALID",
                         kernel_init=orthogonal(math.sqrt(2)))(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
@@ -155,8 +157,8 @@ class ActorCritic(nn.Module):
                                   self.torso)
         self.actor_torso = make()
         self.critic_torso = self.actor_torso if self.shared_torso else make()
-        self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
-        self.policy_head = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))
+        self.value_head = Dense(1, kernel_init=orthogonal(1.0))
+        self.policy_head = Dense(self.num_actions, kernel_init=orthogonal(0.01))
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
 
@@ -234,7 +236,7 @@ class QNetwork(nn.Module):
     def __call__(self, obs: jax.Array) -> jax.Array:
         h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
         if not self.dueling:
-            return nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
-        value = nn.Dense(1, kernel_init=orthogonal(1.0))(h)
-        adv = nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+            return Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+        value = Dense(1, kernel_init=orthogonal(1.0))(h)
+        adv = Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
         return value + adv - jnp.mean(adv, axis=-1, keepdims=True)

@@ -1,0 +1,167 @@
+"""Dense and convolution layers whose backward pass runs on XLA:CPU's fast product path.
+
+:class:`Dense` is a drop-in for ``flax.linen.Dense`` (same ``kernel [in, out]`` and
+``bias [out]`` parameters, same names, so the same initial values and checkpoints) whose
+weight gradient ``x^T dy`` is computed in the operand layout that XLA:CPU runs fastest.
+
+Why: in jaxlib 0.10 XLA:CPU sends a product whose operands both contract over their
+leading axis (the weight gradient ``x^T dy``, ``[B, D] x [B, H] -> [D, H]``) to a slow
+generic kernel, while the same product written with one operand transposed first goes to
+the fast library path that the forward pass already uses. The gap is widest for narrow
+outputs: the weight gradient of a 64 -> 2 policy head took 10 us at batch 128 and 230 us
+at batch 2048, against 3 us and 30 us written the other way (``benchmarks/dense_grad.py``
+times every form against the shapes below). Which form is fastest depends on the shape;
+:func:`weight_gradient_form` picks one from a table measured with that script, and the
+transposes are kept apart from the products by ``optimization_barrier`` so that XLA does
+not fold them back into the slow form. Other platforms (GPU, TPU) use the plain product.
+
+The gradient is the same product, so results agree with ``flax.linen.Dense`` to float32
+rounding (the summation order can differ). Forward-mode differentiation (``jax.jvp``,
+``jax.jacfwd``) of a network built from this layer is not supported (it is a
+``jax.custom_vjp``); reverse mode, ``vmap``, ``jit`` and ``shard_map`` are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+_barrier = jax.lax.optimization_barrier
+
+#: The ways to write the weight gradient ``x [B, D]``, ``dy [B, H]`` -> ``[D, H]``.
+WEIGHT_GRADIENT_FORMS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    # XLA's own form: both operands contract over their leading axis.
+    "plain": lambda x, dy: x.T @ dy,
+    # [H, D] product, then transposed apart: best for narrow outputs and wide inputs.
+    "dy_x": lambda x, dy: _barrier(dy.T @ x).T,
+    # dy transposed first, a row-major [H, B] x [B, D] product, transposed apart.
+    "dyT_x": lambda x, dy: _barrier(_barrier(dy.T) @ x).T,
+    # x transposed first, a row-major [D, B] x [B, H] product: best for narrow inputs.
+    "xT_dy": lambda x, dy: _barrier(_barrier(x.T) @ dy),
+}
+
+
+def weight_gradient_form(batch: int, fan_in: int, fan_out: int) -> str:
+    """The fastest :data:`WEIGHT_GRADIENT_FORMS` entry on XLA:CPU for these sizes.
+
+    From ``benchmarks/dense_grad.py`` (jaxlib 0.10.2, one core; e.g. at batch 2048: a
+    64 -> 2 head 208 us plain / 27 us ``dyT_x``; a 4 -> 64 input layer 20 / 12 us
+    ``xT_dy``; 64 -> 64 320 / 216 us ``dyT_x``; 400 -> 64 1682 / 1313 us ``dy_x``).
+    Large products (batch above 8192 for 64 -> 64, above 32768 for 4 -> 64) are fastest
+    as XLA writes them.
+    """
+    if fan_out <= 8:
+        return "dyT_x"
+    if fan_in <= 8:
+        return "xT_dy" if batch <= 32768 else "plain"
+    if fan_in >= 256:
+        return "dy_x"
+    if batch <= 8192:
+        return "dyT_x"
+    return "plain"
+
+
+def _cpu_weight_gradient(x: jax.Array, dy: jax.Array) -> jax.Array:
+    form = weight_gradient_form(x.shape[0], x.shape[1], dy.shape[1])
+    return WEIGHT_GRADIENT_FORMS[form](x, dy)
+
+
+def _plain_weight_gradient(x: jax.Array, dy: jax.Array) -> jax.Array:
+    return x.T @ dy
+
+
+@jax.custom_vjp
+def dense_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """``x [..., D] @ kernel [D, H] -> [..., H]``, with the weight gradient of
+    :func:`weight_gradient_form` on CPU."""
+    return x @ kernel
+
+
+def _matmul_fwd(x, kernel):
+    return x @ kernel, (x, kernel)
+
+
+def _matmul_bwd(res, dy):
+    x, kernel = res
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    d_kernel = jax.lax.platform_dependent(
+        x2, dy2, cpu=_cpu_weight_gradient, default=_plain_weight_gradient)
+    return dy @ kernel.T, d_kernel.astype(kernel.dtype)
+
+
+dense_matmul.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+class Dense(nn.Module):
+    """``x [..., D] -> [..., features]``: ``x @ kernel + bias`` (see the module docstring).
+
+    Attributes:
+      features: output size ``H``.
+      use_bias: add a learned ``bias [H]``.
+      kernel_init, bias_init: initializers, as in ``flax.linen.Dense``.
+    """
+
+    features: int
+    use_bias: bool = True
+    kernel_init: Callable = nn.initializers.lecun_normal()
+    bias_init: Callable = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", self.kernel_init, (jnp.shape(x)[-1], self.features))
+        y = dense_matmul(x, kernel)
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,))
+        return y
+
+
+class Conv(nn.Module):
+    """``x [..., H, W, C] -> [..., H', W', features]``: a stride-1 2-D convolution written
+    as :class:`Dense`'s product over the ``kh * kw`` shifted views of the input.
+
+    A drop-in for ``flax.linen.Conv`` with unit strides and no dilation: the same
+    ``kernel [kh, kw, C, features]`` and ``bias`` parameters and the same values (a
+    cross-correlation, as XLA's). On XLA:CPU, ``nn.Conv``'s backward pass (and, under
+    ``vmap`` over seeds, its grouped convolution) is several times slower than this
+    product: a MinAtar DQN update with the 3x3, 16-channel torso took 62 ms with
+    ``nn.Conv`` and 28 ms written this way (``benchmarks/dense_grad.py``, part 3).
+
+    Attributes:
+      features: output channels.
+      kernel_size: ``(kh, kw)``.
+      padding: ``"VALID"`` or ``"SAME"`` (zero padding, as ``nn.Conv``).
+      use_bias, kernel_init, bias_init: as in ``flax.linen.Conv``.
+    """
+
+    features: int
+    kernel_size: tuple[int, int] = (3, 3)
+    padding: str = "VALID"
+    use_bias: bool = True
+    kernel_init: Callable = nn.initializers.lecun_normal()
+    bias_init: Callable = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.padding not in ("VALID", "SAME"):
+            raise ValueError(f"padding={self.padding!r}; layers.Conv takes 'VALID' or 'SAME'")
+        kh, kw = self.kernel_size
+        channels = jnp.shape(x)[-1]
+        kernel = self.param("kernel", self.kernel_init, (kh, kw, channels, self.features))
+        if self.padding == "SAME":
+            pads = jax.lax.padtype_to_pads(x.shape[-3:-1], (kh, kw), (1, 1), "SAME")
+            x = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + list(pads) + [(0, 0)])
+        height, width = x.shape[-3] - kh + 1, x.shape[-2] - kw + 1
+        if height < 1 or width < 1:
+            raise ValueError(f"input {x.shape[-3:-1]} is smaller than the kernel {(kh, kw)}")
+        # patches[..., i, j, (a * kw + b) * C + c] = x[..., i + a, j + b, c], the row order
+        # of kernel.reshape(kh * kw * C, features).
+        patches = jnp.concatenate(
+            [x[..., a:a + height, b:b + width, :] for a in range(kh) for b in range(kw)], axis=-1)
+        y = dense_matmul(patches, kernel.reshape(kh * kw * channels, self.features))
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,))
+        return y
