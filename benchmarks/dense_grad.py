@@ -1,0 +1,184 @@
+"""Weight-gradient forms of a dense layer on XLA:CPU, and what our layers do to whole updates.
+
+Part 1 times each form in ``jaxrl_par.layers.WEIGHT_GRADIENT_FORMS`` (``x [B, D]``,
+``dy [B, H]`` -> ``[D, H]``) for the layer shapes our algorithms use, interleaved, median
+of the repeats, and marks the one ``layers.weight_gradient_form`` picks. Part 2 times the
+real PPO and DQN updates (``benchmarks/ppo.py``'s and ``benchmarks/apex.py
+--speed-only``'s configs) built with ``layers.Dense`` and with ``flax.linen.Dense``; part
+3 the MinAtar updates (benchmarks/apex.py's DQN and Ape-X, PPO's default CNN) built with
+``layers.Conv`` and with ``flax.linen.Conv``.
+(A synthetic step, gradient and a per-leaf SGD update of the same networks, showed no
+difference between the two layers, so only the real updates say what the layer is worth.)
+
+Usage: ``taskset -c 0 python benchmarks/dense_grad.py [--repeats 7] [--quick]``; writes
+``benchmarks/results/dense_grad.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import compile_timed, interleaved, machine, write_json  # noqa: E402
+
+from jaxrl_par import layers, networks  # noqa: E402
+
+# (batch, fan_in, fan_out): PPO minibatches (4 .. 4096 CartPole envs x 128 steps / 4),
+# MinAtar's flattened 400-wide input, DQN's batch of 128.
+SHAPES = [(b, d, h) for b in (128, 2048, 8192, 32768, 131072) for d, h in ((4, 64), (64, 64), (64, 2))]
+SHAPES += [(2048, 400, 64), (8192, 400, 64), (8192, 64, 6)]
+
+
+def _repeat(f, iters):
+    def run(x, dy):
+        def body(c, _):
+            return c + jnp.sum(f(x * (1 + c), dy)) * 1e-12, None
+        return jax.lax.scan(body, jnp.float32(0), None, length=iters)[0]
+    return run
+
+
+def forms_table(shapes, repeats):
+    rows = []
+    for b, d, h in shapes:
+        kx, ky = jax.random.split(jax.random.key(b + d + h))
+        x, dy = jax.random.normal(kx, (b, d)), jax.random.normal(ky, (b, h))
+        iters = max(2, min(64, 4_000_000 // (b * d)))
+        cases = {}
+        for name, f in layers.WEIGHT_GRADIENT_FORMS.items():
+            compiled, _ = compile_timed(_repeat(f, iters), x, dy)
+            cases[name] = (compiled, (x, dy))
+        med = {k: v / iters * 1e6 for k, v in interleaved(cases, repeats).items()}
+        pick = layers.weight_gradient_form(b, d, h)
+        rows.append({"batch": b, "fan_in": d, "fan_out": h, "us": med, "picked": pick,
+                     "fastest": min(med, key=med.get), "plain_over_picked": med["plain"] / med[pick]})
+        print(f"B={b:6d} {d:3d}->{h:3d}  " + "  ".join(f"{k} {v:9.1f}" for k, v in med.items())
+              + f"  picked {pick} ({med['plain'] / med[pick]:.2f}x plain)", flush=True)
+    return rows
+
+
+def _with_layer(name, cls, fn):
+    """Calls ``fn`` (which builds and traces networks) with ``networks.<name>`` swapped."""
+    saved = getattr(networks, name)
+    setattr(networks, name, cls)
+    try:
+        return fn()
+    finally:
+        setattr(networks, name, saved)
+
+
+def _dqn_config():
+    from jaxrl_par.algos import dqn
+
+    # benchmarks/apex.py --speed-only's config: 10 envs x 10 steps and 10 gradient steps of
+    # 128 per update, 64-64 ReLU, double Q.
+    return dqn.Config(env="CartPole-v1", total_timesteps=100_000, num_envs=10, num_steps=10,
+                      train_frequency=10, batch_size=128, buffer_size=10_000,
+                      learning_starts=0, hidden_sizes=(64, 64), activation="relu",
+                      double_q=True, n_step=1, loss="mse", learning_rate=2.5e-4,
+                      max_grad_norm=10.0, exploration_fraction=0.5, target_update_period=50,
+                      tau=1.0)
+
+
+def _minatar_configs():
+    sys.path.insert(0, os.path.dirname(__file__))
+    from apex import configs
+
+    from jaxrl_par.algos import ppo
+
+    cfgs = configs("Breakout-MinAtar", 100_000)
+    cfgs = {k: dataclasses.replace(v, learning_starts=0) for k, v in cfgs.items()
+            if k in ("dqn", "apex")}
+    cfgs["ppo"] = ppo.Config(env="Breakout-MinAtar", num_envs=64, total_timesteps=64 * 128 * 8)
+    return cfgs
+
+
+def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
+    """Updates of the real algorithms, built with ours and flax's ``layer``, interleaved.
+
+    ``settings``: "ENV:NUM_ENVS" for PPO with 64-64 tanh MLPs, "dqn" for the CartPole DQN
+    above, or "minatar-dqn" / "minatar-apex" / "minatar-ppo" for benchmarks/apex.py's
+    MinAtar configs (CNN torso) and PPO's default CNN on Breakout-MinAtar (64 envs).
+    ``seeds``: vmap the update over that many seeds (as the runner does).
+    """
+    from jaxrl_par.algos import apex, dqn, ppo
+
+    ours_cls, flax_cls = (layers.Dense, nn.Dense) if layer == "Dense" else (layers.Conv, nn.Conv)
+    rows = []
+    for label in settings:
+        if label == "dqn":
+            make, cfg, updates = dqn.make, _dqn_config(), 20
+        elif label.startswith("minatar-"):
+            kind = label.split("-", 1)[1]
+            cfg = _minatar_configs()[kind]
+            make = {"dqn": dqn.make, "apex": apex.make, "ppo": ppo.make}[kind]
+            updates = 1 if kind == "ppo" else 5
+        else:
+            env, n = label.rsplit(":", 1)
+            n = int(n)
+            cfg = ppo.Config(env=env, num_envs=n, total_timesteps=n * 128 * 8, torso="mlp",
+                             hidden_sizes=(64, 64), activation="tanh")
+            make, updates = ppo.make, max(1, min(8, 40_000 // (n * 128)))
+
+        def build(make=make, cfg=cfg, updates=updates):
+            algo = make(cfg)
+            if seeds is None:
+                state, update = algo.init(jax.random.key(0)), algo.update
+            else:
+                state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), seeds))
+                update = jax.vmap(algo.update)
+
+            def run(s):
+                return jax.lax.scan(lambda c, _: update(c), s, None, length=updates)
+            return compile_timed(run, state)[0], state
+
+        cases = {}
+        for name, cls in (("ours", ours_cls), ("flax", flax_cls)):
+            compiled, state = _with_layer(layer, cls, build)
+            cases[name] = (compiled, (state,))
+        med = {k: v / updates * 1e3 for k, v in interleaved(cases, repeats).items()}
+        speedup = med["flax"] / med["ours"]
+        tag = label if seeds is None else f"{label} x{seeds} seeds"
+        rows.append({"setting": label, "seeds": seeds, "layer": layer, "ms_per_update": med,
+                     "speedup": speedup})
+        print(f"{tag:26s} ms/update: layers.{layer} {med['ours']:8.2f}  flax {layer} "
+              f"{med['flax']:8.2f}  {speedup:.2f}x", flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="three shapes, batches 128 and 2048")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                 "dense_grad.json"))
+    a = p.parse_args()
+    shapes = SHAPES
+    settings = ["CartPole-v1:4", "CartPole-v1:64", "CartPole-v1:1024", "CartPole-v1:4096",
+                "Breakout-MinAtar:256", "dqn"]
+    conv_settings = ["minatar-dqn", "minatar-apex", "minatar-ppo"]
+    if a.quick:
+        shapes, settings, a.repeats = [(128, 4, 64), (2048, 64, 2)], ["CartPole-v1:4", "dqn"], 3
+        conv_settings = ["minatar-dqn"]
+    if jax.default_backend() != "cpu":
+        print(f"note: backend {jax.default_backend()}: layers.Dense uses the plain form there")
+    print("Part 1: weight-gradient forms, us per product")
+    forms = forms_table(shapes, a.repeats)
+    print("\nPart 2: PPO (64-64 tanh MLPs) and DQN updates, built with each Dense")
+    updates = algorithm_updates(settings, a.repeats)
+    print("\nPart 3: MinAtar updates (CNN torso), built with each Conv")
+    conv = algorithm_updates(conv_settings, a.repeats, layer="Conv")
+    conv += algorithm_updates(conv_settings[:1], a.repeats, layer="Conv", seeds=4)
+    write_json(a.out, {"machine": machine(), "forms": forms, "updates": updates,
+                       "conv_updates": conv})
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
