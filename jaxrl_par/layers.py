@@ -8,8 +8,8 @@ Why: in jaxlib 0.10 XLA:CPU sends a product whose operands both contract over th
 leading axis (the weight gradient ``x^T dy``, ``[B, D] x [B, H] -> [D, H]``) to a slow
 generic kernel, while the same product written with one operand transposed first goes to
 the fast library path that the forward pass already uses. The gap is widest for narrow
-outputs: the weight gradient of a 64 -> 2 policy head took 10 us at batch 128 and 230 us
-at batch 2048, against 3 us and 30 us written the other way (``benchmarks/dense_grad.py``
+outputs: the weight gradient of a 64 -> 2 policy head took 10 us at batch 128 and 208 us
+at batch 2048, against 3 us and 25 us written the other way (``benchmarks/dense_grad.py``
 times every form against the shapes below). Which form is fastest depends on the shape;
 :func:`weight_gradient_form` picks one from a table measured with that script, and the
 transposes are kept apart from the products by ``optimization_barrier`` so that XLA does
@@ -48,8 +48,8 @@ def weight_gradient_form(batch: int, fan_in: int, fan_out: int) -> str:
     """The fastest :data:`WEIGHT_GRADIENT_FORMS` entry on XLA:CPU for these sizes.
 
     From ``benchmarks/dense_grad.py`` (jaxlib 0.10.2, one core; e.g. at batch 2048: a
-    64 -> 2 head 208 us plain / 27 us ``dyT_x``; a 4 -> 64 input layer 20 / 12 us
-    ``xT_dy``; 64 -> 64 320 / 216 us ``dyT_x``; 400 -> 64 1682 / 1313 us ``dy_x``).
+    64 -> 2 head 208 us plain / 25 us ``dyT_x``; a 4 -> 64 input layer 19 / 11 us
+    ``xT_dy``; 64 -> 64 297 / 199 us ``dyT_x``; 400 -> 64 1776 / 1351 us ``dy_x``).
     Large products (batch above 8192 for 64 -> 64, above 32768 for 4 -> 64) are fastest
     as XLA writes them.
     """
@@ -127,8 +127,9 @@ class Conv(nn.Module):
     ``kernel [kh, kw, C, features]`` and ``bias`` parameters and the same values (a
     cross-correlation, as XLA's). On XLA:CPU, ``nn.Conv``'s backward pass (and, under
     ``vmap`` over seeds, its grouped convolution) is several times slower than this
-    product: a MinAtar DQN update with the 3x3, 16-channel torso took 62 ms with
-    ``nn.Conv`` and 28 ms written this way (``benchmarks/dense_grad.py``, part 3).
+    product: a MinAtar DQN update with the 3x3, 16-channel torso took 60 ms with
+    ``nn.Conv`` and 29 ms written this way, a PPO update on Breakout with 64 envs 26.4 s
+    and 2.2 s (``benchmarks/dense_grad.py``, part 3).
 
     Attributes:
       features: output channels.
