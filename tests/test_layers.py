@@ -22,37 +22,56 @@ SHAPES = [  # (leading axes of x, fan_in, fan_out)
 ]
 
 
+def _normal(seed, shape):
+    """Test data from numpy: jax.random's normal compiles for seconds on a slow CPU."""
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), jnp.float32)
+
+
+def _fixed_init(key, shape, dtype=jnp.float32):
+    """A deterministic kernel (no random-number compile); the same for both layers."""
+    return jnp.sin(jnp.arange(np.prod(shape), dtype=dtype)).reshape(shape)
+
+
 def _loss(dense, params, x, y):
     return jnp.sum(jnp.tanh(dense.apply(params, x)) * y)
 
 
-@pytest.mark.parametrize("lead, fan_in, fan_out", SHAPES)
-def test_dense_matches_flax_dense_in_value_and_gradient(lead, fan_in, fan_out):
-    kx, ky, kp = jax.random.split(jax.random.key(fan_in * 1000 + fan_out), 3)
-    x = jax.random.normal(kx, lead + (fan_in,))
-    y = jax.random.normal(ky, lead + (fan_out,))
-    ours, ref = layers.Dense(fan_out), nn.Dense(fan_out)
-    params = ours.init(kp, x)
-    # Same parameter tree and the same initial values, bit for bit.
-    ref_params = ref.init(kp, x)
+def _value_and_grads(layer, params, x, y):
+    """``(layer(x), d loss / d params, d loss / d x)`` in one compiled call."""
+    @jax.jit
+    def f(p, v):
+        return layer.apply(p, v), jax.grad(lambda p, v: _loss(layer, p, v, y), (0, 1))(p, v)
+    out, (g_params, g_x) = f(params, x)
+    return out, g_params, g_x
+
+
+def _assert_same_init(ours, ref, key, x):
+    params, ref_params = jax.jit(ours.init)(key, x), jax.jit(ref.init)(key, x)
     assert jax.tree.structure(params) == jax.tree.structure(ref_params)
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref_params)):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(ours.apply(params, x), ref.apply(params, x), rtol=1e-6, atol=1e-6)
-    g = jax.jit(jax.grad(lambda p: _loss(ours, p, x, y)))(params)
-    g_ref = jax.jit(jax.grad(lambda p: _loss(ref, p, x, y)))(params)
+    return params
+
+
+@pytest.mark.parametrize("lead, fan_in, fan_out", SHAPES)
+def test_dense_matches_flax_dense_in_value_and_gradient(lead, fan_in, fan_out):
+    x = _normal(fan_in, lead + (fan_in,))
+    y = _normal(fan_out, lead + (fan_out,))
+    ours = layers.Dense(fan_out, kernel_init=_fixed_init)
+    ref = nn.Dense(fan_out, kernel_init=_fixed_init)
+    params = _assert_same_init(ours, ref, jax.random.key(0), x)
+    out, g, gx = _value_and_grads(ours, params, x, y)
+    out_ref, g_ref, gx_ref = _value_and_grads(ref, params, x, y)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-6, atol=1e-6)
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
     # The gradient with respect to the input as well (used by torsos below the first layer).
-    gx = jax.grad(lambda v: _loss(ours, params, v, y))(x)
-    gx_ref = jax.grad(lambda v: _loss(ref, params, v, y))(x)
     np.testing.assert_allclose(gx, gx_ref, rtol=2e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("form", sorted(layers.WEIGHT_GRADIENT_FORMS))
 def test_every_weight_gradient_form_is_x_transpose_dy(form):
-    kx, ky = jax.random.split(jax.random.key(1))
-    x, dy = jax.random.normal(kx, (300, 24)), jax.random.normal(ky, (300, 5))
+    x, dy = _normal(1, (300, 24)), _normal(2, (300, 5))
     expected = np.asarray(x, np.float64).T @ np.asarray(dy, np.float64)
     got = jax.jit(layers.WEIGHT_GRADIENT_FORMS[form])(x, dy)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
@@ -71,71 +90,68 @@ def test_vmapped_gradient_equals_per_seed_gradients():
     """Seeds are vmapped by the runner: the custom backward must batch correctly."""
     net = ActorCritic(num_actions=2, obs_shape=(4,))
     keys = jax.random.split(jax.random.key(3), 3)
-    obs = jax.random.normal(jax.random.key(4), (3, 128, 4))
-    params = jax.vmap(lambda k: net.init(k, obs[0]))(keys)
+    obs = _normal(4, (3, 128, 4))
+    params = jax.jit(jax.vmap(lambda k: net.init(k, obs[0])))(keys)
 
     def loss(p, o):
         dist, value = net.apply(p, o)
         return jnp.sum(dist.logits ** 2) + jnp.sum(value)
 
     batched = jax.jit(jax.vmap(jax.grad(loss)))(params, obs)
+    grad = jax.jit(jax.grad(loss))
     for i in range(3):
-        single = jax.grad(loss)(jax.tree.map(lambda a, i=i: a[i], params), obs[i])
+        single = grad(jax.tree.map(lambda a, i=i: a[i], params), obs[i])
         for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(single)):
             np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6)
 
 
-def test_networks_keep_flax_dense_parameter_names():
+def test_networks_keep_flax_parameter_names_and_initial_values():
     """Checkpoints written with flax's Dense load into the same tree."""
     q = QNetwork(num_actions=3, obs_shape=(4,), dueling=True)
     params = q.init(jax.random.key(0), jnp.zeros((1, 4)))["params"]
     assert set(params) == {"MLP_0", "Dense_0", "Dense_1"}
     assert set(params["MLP_0"]) == {"Dense_0", "Dense_1"}
     assert set(params["Dense_1"]) == {"kernel", "bias"}
-    # An orthogonal-initialised kernel through our Dense is the one flax's Dense makes.
-    init = orthogonal(1.0)
-    ours = layers.Dense(8, kernel_init=init).init(jax.random.key(5), jnp.zeros((1, 8)))
-    ref = nn.Dense(8, kernel_init=init).init(jax.random.key(5), jnp.zeros((1, 8)))
-    np.testing.assert_array_equal(ours["params"]["kernel"], ref["params"]["kernel"])
+    # Our kernels are the ones flax's layers make: orthogonal (as the networks use) and
+    # the layers' default initializers.
+    x, img = jnp.zeros((1, 8)), jnp.zeros((1, 5, 5, 2))
+    _assert_same_init(layers.Dense(8, kernel_init=orthogonal(1.0)),
+                      nn.Dense(8, kernel_init=orthogonal(1.0)), jax.random.key(5), x)
+    _assert_same_init(layers.Dense(8), nn.Dense(8), jax.random.key(5), x)
+    _assert_same_init(layers.Conv(4, (3, 3)), nn.Conv(4, (3, 3), padding="VALID"),
+                      jax.random.key(6), img)
 
 
 @pytest.mark.parametrize("padding, kernel_size, shape", [
-    ("VALID", (3, 3), (5, 10, 10, 4)),
-    ("SAME", (3, 3), (2, 7, 9, 3)),
-    ("VALID", (2, 3), (3, 6, 5, 2)),
-    ("SAME", (4, 2), (2, 6, 5, 2)),
+    ("VALID", (3, 3), (5, 10, 10, 4)),  # the MinAtar torso
+    ("SAME", (4, 2), (2, 6, 5, 2)),     # even kernel: uneven SAME padding
 ])
 def test_conv_matches_flax_conv_in_value_and_gradient(padding, kernel_size, shape):
-    kx, ky, kp = jax.random.split(jax.random.key(7), 3)
-    x = jax.random.normal(kx, shape)
-    ours = layers.Conv(8, kernel_size, padding=padding)
-    ref = nn.Conv(8, kernel_size, padding=padding)
-    params = ours.init(kp, x)
-    ref_params = ref.init(kp, x)
-    assert jax.tree.structure(params) == jax.tree.structure(ref_params)
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref_params)):
-        np.testing.assert_array_equal(a, b)
-    out, out_ref = ours.apply(params, x), ref.apply(params, x)
+    x = _normal(7, shape)
+    ours = layers.Conv(8, kernel_size, padding=padding, kernel_init=_fixed_init)
+    ref = nn.Conv(8, kernel_size, padding=padding, kernel_init=_fixed_init)
+    params = _assert_same_init(ours, ref, jax.random.key(0), x)
+    y = _normal(8, jax.eval_shape(ref.apply, params, x).shape)
+    out, g, gx = _value_and_grads(ours, params, x, y)
+    out_ref, g_ref, gx_ref = _value_and_grads(ref, params, x, y)
     assert out.shape == out_ref.shape
     np.testing.assert_allclose(out, out_ref, rtol=1e-5, atol=1e-5)
-    y = jax.random.normal(ky, out.shape)
-    g = jax.jit(jax.grad(lambda p, v: _loss(ours, p, v, y), argnums=(0, 1)))(params, x)
-    g_ref = jax.jit(jax.grad(lambda p, v: _loss(ref, p, v, y), argnums=(0, 1)))(params, x)
-    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
+    for a, b in zip(jax.tree.leaves((g, gx)), jax.tree.leaves((g_ref, gx_ref))):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_conv_under_vmap_equals_per_seed_conv():
-    x = jax.random.normal(jax.random.key(8), (3, 4, 10, 10, 4))
+    x = _normal(8, (3, 4, 10, 10, 4))
     conv = layers.Conv(16)
-    params = jax.vmap(lambda k: conv.init(k, x[0]))(jax.random.split(jax.random.key(9), 3))
+    params = jax.jit(jax.vmap(lambda k: conv.init(k, x[0])))(jax.random.split(jax.random.key(9), 3))
 
     def loss(p, v):
         return jnp.sum(jnp.tanh(conv.apply(p, v)))
 
     batched = jax.jit(jax.vmap(jax.grad(loss)))(params, x)
+    grad = jax.jit(jax.grad(loss))
     for i in range(3):
-        single = jax.grad(loss)(jax.tree.map(lambda a, i=i: a[i], params), x[i])
+        single = grad(jax.tree.map(lambda a, i=i: a[i], params), x[i])
         for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(single)):
             # Sums of ~1000 terms of size ~10 in another order: float32 rounding.
             np.testing.assert_allclose(a[i], b, rtol=1e-4, atol=1e-6 * float(jnp.max(jnp.abs(b))))
