@@ -113,7 +113,8 @@ class Dense(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         kernel = self.param("kernel", self.kernel_init, (jnp.shape(x)[-1], self.features))
-        y = dense_matmul(x, kernel)
+        # As flax's Dense, integer or bool inputs (e.g. raw image bytes) are promoted first.
+        y = dense_matmul(x.astype(jnp.promote_types(x.dtype, kernel.dtype)), kernel)
         if self.use_bias:
             y = y + self.param("bias", self.bias_init, (self.features,))
         return y
@@ -152,6 +153,7 @@ class Conv(nn.Module):
         kh, kw = self.kernel_size
         channels = jnp.shape(x)[-1]
         kernel = self.param("kernel", self.kernel_init, (kh, kw, channels, self.features))
+        x = x.astype(jnp.promote_types(x.dtype, kernel.dtype))
         if self.padding == "SAME":
             pads = jax.lax.padtype_to_pads(x.shape[-3:-1], (kh, kw), (1, 1), "SAME")
             x = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + list(pads) + [(0, 0)])

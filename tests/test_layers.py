@@ -157,6 +157,22 @@ def test_conv_under_vmap_equals_per_seed_conv():
             np.testing.assert_allclose(a[i], b, rtol=1e-4, atol=1e-6 * float(jnp.max(jnp.abs(b))))
 
 
+def test_integer_inputs_are_promoted_as_flax_does():
+    """Raw uint8 observations go in as floats; the parameter gradient still flows."""
+    img = jnp.asarray(np.random.default_rng(3).integers(0, 2, (2, 10, 10, 4)), jnp.uint8)
+    for ours, ref in ((layers.Conv(4, kernel_init=_fixed_init),
+                       nn.Conv(4, (3, 3), padding="VALID", kernel_init=_fixed_init)),
+                      (layers.Dense(3, kernel_init=_fixed_init),
+                       nn.Dense(3, kernel_init=_fixed_init))):
+        params = _assert_same_init(ours, ref, jax.random.key(0), img)
+        np.testing.assert_allclose(ours.apply(params, img), ref.apply(params, img),
+                                   rtol=1e-5, atol=1e-5)
+        g = jax.grad(lambda p, m=ours: jnp.sum(m.apply(p, img) ** 2))(params)
+        g_ref = jax.grad(lambda p, m=ref: jnp.sum(m.apply(p, img) ** 2))(params)
+        for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
 def test_conv_rejects_what_it_does_not_compute():
     x = jnp.zeros((1, 5, 5, 2))
     with pytest.raises(ValueError, match="padding"):
