@@ -154,13 +154,18 @@ def rejax_speed(env_id, steps, seeds, num_envs, num_epochs, batch_size):
     return {"compile_s": compile_s, "train_s": wall, "env_steps_per_s": steps * seeds / wall}
 
 
+def speed_config(env_id, steps, num_envs, num_steps, train_frequency, batch_size) -> dqn.Config:
+    """Our DQN at rejax's DQN config (the speed comparison's)."""
+    return dqn.Config(env=env_id, total_timesteps=steps, num_envs=num_envs, num_steps=num_steps,
+                      train_frequency=train_frequency, batch_size=batch_size,
+                      buffer_size=10_000, learning_starts=1_000, hidden_sizes=(64, 64),
+                      activation="relu", double_q=True, n_step=1, loss="mse",
+                      learning_rate=2.5e-4, max_grad_norm=10.0, exploration_fraction=0.5,
+                      target_update_period=50, tau=1.0)  # 50 gradient steps = 500 env steps
+
+
 def ours_speed(env_id, steps, seeds, num_envs, num_steps, train_frequency, batch_size):
-    cfg = dqn.Config(env=env_id, total_timesteps=steps, num_envs=num_envs, num_steps=num_steps,
-                     train_frequency=train_frequency, batch_size=batch_size,
-                     buffer_size=10_000, learning_starts=1_000, hidden_sizes=(64, 64),
-                     activation="relu", double_q=True, n_step=1, loss="mse",
-                     learning_rate=2.5e-4, max_grad_norm=10.0, exploration_fraction=0.5,
-                     target_update_period=50, tau=1.0)  # 50 gradient steps = 500 env steps
+    cfg = speed_config(env_id, steps, num_envs, num_steps, train_frequency, batch_size)
     out = run(cfg, list(range(seeds)), num_chunks=1)
     out.pop("curve")
     return out

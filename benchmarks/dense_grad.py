@@ -74,20 +74,15 @@ def _with_layer(name, cls, fn):
 
 
 def _dqn_config():
-    from jaxrl_par.algos import dqn
+    from apex import speed_config
 
-    # benchmarks/apex.py --speed-only's config: 10 envs x 10 steps and 10 gradient steps of
-    # 128 per update, 64-64 ReLU, double Q.
-    return dqn.Config(env="CartPole-v1", total_timesteps=100_000, num_envs=10, num_steps=10,
-                      train_frequency=10, batch_size=128, buffer_size=10_000,
-                      learning_starts=0, hidden_sizes=(64, 64), activation="relu",
-                      double_q=True, n_step=1, loss="mse", learning_rate=2.5e-4,
-                      max_grad_norm=10.0, exploration_fraction=0.5, target_update_period=50,
-                      tau=1.0)
+    # benchmarks/apex.py --speed-only's config (10 envs x 10 steps and 10 gradient steps of
+    # 128 per update), learning from the first update.
+    cfg = speed_config("CartPole-v1", 100_000, 10, 10, 10, 128)
+    return dataclasses.replace(cfg, learning_starts=0)
 
 
 def _minatar_configs():
-    sys.path.insert(0, os.path.dirname(__file__))
     from apex import configs
 
     from jaxrl_par.algos import ppo
@@ -155,7 +150,7 @@ def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--quick", action="store_true", help="three shapes, batches 128 and 2048")
+    p.add_argument("--quick", action="store_true", help="two shapes, three updates, 3 repeats")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                  "dense_grad.json"))
     a = p.parse_args()

@@ -69,10 +69,6 @@ def _cpu_weight_gradient(x: jax.Array, dy: jax.Array) -> jax.Array:
     return WEIGHT_GRADIENT_FORMS[form](x, dy)
 
 
-def _plain_weight_gradient(x: jax.Array, dy: jax.Array) -> jax.Array:
-    return x.T @ dy
-
-
 @jax.custom_vjp
 def dense_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """``x [..., D] @ kernel [D, H] -> [..., H]``, with the weight gradient of
@@ -89,7 +85,7 @@ def _matmul_bwd(res, dy):
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
     d_kernel = jax.lax.platform_dependent(
-        x2, dy2, cpu=_cpu_weight_gradient, default=_plain_weight_gradient)
+        x2, dy2, cpu=_cpu_weight_gradient, default=WEIGHT_GRADIENT_FORMS["plain"])
     return dy @ kernel.T, d_kernel.astype(kernel.dtype)
 
 
