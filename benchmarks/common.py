@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -12,11 +13,18 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par.rng import unrolled_threefry
 
-def compile_timed(fn: Callable, *args) -> tuple[Callable, float]:
-    """``(compiled, seconds)``: ``jax.jit(fn).lower(*args).compile()`` timed apart."""
+
+def compile_timed(fn: Callable, *args, ours: bool = False) -> tuple[Callable, float]:
+    """``(compiled, seconds)``: ``jax.jit(fn).lower(*args).compile()`` timed apart.
+
+    ``ours=True`` builds it as ``jaxrl_par.train`` builds our programs (inside
+    ``rng.unrolled_threefry``); a peer's program is built with jax's defaults.
+    """
     t = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    with unrolled_threefry() if ours else contextlib.nullcontext():
+        compiled = jax.jit(fn).lower(*args).compile()
     return compiled, time.perf_counter() - t
 
 

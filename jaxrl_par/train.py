@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import checkpoint
+from jaxrl_par import checkpoint, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -212,18 +212,19 @@ def train(
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
 
     t0 = time.perf_counter()
-    if sharded:
-        state = sharded.init(keys)
-        compiled = factory(algo, chunk_updates, None).lower(state, jnp.int32(0)).compile()
-    else:
-        init = _compile_once(("init", algo.init, _abstract(keys)),
-                             lambda: jax.jit(jax.vmap(algo.init)).lower(keys))
-        state = init(keys)
-        compiled = _compile_once(
-            ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
-             _abstract(state)),
-            lambda: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-            .lower(state, jnp.int32(0)))
+    with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
+        if sharded:
+            state = sharded.init(keys)
+            compiled = factory(algo, chunk_updates, None).lower(state, jnp.int32(0)).compile()
+        else:
+            init = _compile_once(("init", algo.init, _abstract(keys)),
+                                 lambda: jax.jit(jax.vmap(algo.init)).lower(keys))
+            state = init(keys)
+            compiled = _compile_once(
+                ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
+                 _abstract(state)),
+                lambda: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+                .lower(state, jnp.int32(0)))
     jax.block_until_ready(state)
     compile_seconds = time.perf_counter() - t0
 

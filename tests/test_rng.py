@@ -1,0 +1,48 @@
+"""`rng.unrolled_threefry`: the same random bits, no while loop, scoped to its block."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_par import rng
+
+
+def _draws(key):
+    """Every kind of draw the library makes, from one key (fresh function each call so
+    that no lowering is reused from jax's caches)."""
+    k = jax.random.split(key, 6)
+    return {
+        "split": jax.random.key_data(jax.random.split(k[0], (3, 2))),
+        "fold_in": jax.random.key_data(jax.random.fold_in(k[0], 7)),
+        "bits": jax.random.bits(k[1], (5, 3), jnp.uint32),
+        "uniform": jax.random.uniform(k[2], (17,)),
+        "normal": jax.random.normal(k[3], (4, 4)),
+        "categorical": jax.random.categorical(k[4], jnp.log(jnp.arange(1.0, 6.0)), shape=(9,)),
+        "permutation": jax.random.permutation(k[5], 11),
+    }
+
+
+def _lowered(keys):
+    fn = jax.jit(jax.vmap(lambda key: _draws(key)))  # a new function object every time
+    return fn.lower(keys)
+
+
+@pytest.mark.rolled_threefry  # compares against jax's own CPU lowering
+def test_same_bits_and_no_while_loop_inside_the_block_only():
+    keys = jax.random.split(jax.random.key(42), 3)
+    before = _lowered(keys)
+    with rng.unrolled_threefry() as active:
+        inside = _lowered(keys)
+        with rng.unrolled_threefry():  # re-entrant
+            nested = _lowered(keys)
+        again = _lowered(keys)  # still active after the inner block
+    after = _lowered(keys)
+    for lowered in (before, after):
+        assert "stablehlo.while" in lowered.as_text()
+    for lowered in (inside, nested, again):  # jax >= 0.11: off, so nothing changes
+        assert ("stablehlo.while" in lowered.as_text()) != active
+    want, got = before.compile()(keys), inside.compile()(keys)
+    for name in want:
+        np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]),
+                                      err_msg=name)
