@@ -73,7 +73,7 @@ def test_check_vma_trap_is_real():
     assert got[True] == pytest.approx(4 * expected)  # if this fails, jax changed: revisit
 
 
-@pytest.mark.parametrize("devices", [2, 4, 8])
+@pytest.mark.parametrize("devices", [2, 8])  # (4 adds nothing that 2 and 8 do not cover)
 def test_ppo_data_parallel_equals_one_device(devices):
     """Global batch B on D devices equals B on 1 device (the plain runner, `_reference`)."""
     ref = _reference(0)
