@@ -6,10 +6,10 @@ counters with Threefry-2x32. jax lowers that hash, on CPU only, as a rolled 5-st
 computations, which XLA:CPU compiles (and, at run time, launches) one by one. On GPU and
 TPU jax emits the same 20 rounds unrolled, as straight-line code that XLA fuses into the
 consumer. An RL update calls the PRNG at many sites (acting, minibatch permutations,
-environment resets, replay draws), and measured, the rolled
-loops cost a quarter of the compile time on jaxlib 0.10.2: PPO on CartPole compiled its training chunk in
-~6.3 s instead of ~7.8-9.1 s, DQN in ~5.7 s instead of ~7.8 s, with the same or slightly
-faster steps (``benchmarks/compile_rng.py``).
+environment resets, replay draws). On jaxlib 0.10.2 the unrolled rule compiled a PPO
+CartPole training chunk in 6.0-6.2 s instead of 7.9-10.0 s and DQN's in 4.2 s instead
+of 6.2 s, with step times unchanged within noise (``benchmarks/compile_rng.py``, table
+in BENCHMARKS.md).
 
 :func:`unrolled_threefry` is a context manager that lowers the hash unrolled on CPU while
 it is active, with jax's own unrolled rule (the one jax uses on other platforms), so the

@@ -21,7 +21,7 @@ if EIGEN_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + EIGEN_FLAG).strip()
 
 
-from jaxrl_par import rng  # noqa: E402  (imports jax lazily; XLA_FLAGS is set above)
+from jaxrl_par import rng  # imports jax lazily; XLA_FLAGS is set above
 
 
 @pytest.fixture(autouse=True)
