@@ -23,7 +23,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_par import axes, envs, microbatch
+from jaxrl_par import axes, envs, microbatch, rng
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
@@ -240,8 +240,8 @@ def make(config: Config) -> Algorithm:
         """One pass over the batch in ``num_minibatches`` steps of per-env time slices."""
         n_local = batch.action.shape[1]
         env_ids = axes.axis_index(cfg.axis_name) * n_local + jnp.arange(n_local)
-        perms = jax.vmap(lambda e: jax.random.permutation(jax.random.fold_in(key, e),
-                                                          cfg.num_steps))(env_ids)  # [N, T]
+        perms = jax.vmap(lambda e: rng.permutation(jax.random.fold_in(key, e),
+                                                   cfg.num_steps))(env_ids)  # [N, T]
         cols = jnp.arange(n_local)[None, :]
         t_mb = cfg.num_steps // cfg.num_minibatches
         minibatches = jax.tree.map(
