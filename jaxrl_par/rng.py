@@ -19,6 +19,13 @@ is touched (a peer benchmarked side by side compiles jax's default). If a future
 the private names it relies on, it does nothing. It is on for jax 0.10 only: on jax
 0.11.2 a PPO chunk lowered this way did not finish compiling in minutes (not yet
 understood), so there it does nothing.
+
+Not free at every size: unrolled, the hash is an elementwise expression that XLA fuses
+into its consumers, and where a consumer is a concatenation (the ``stack`` of a vmapped
+``jax.random.split``) each output element recomputes it. gymnax's own vmapped ``step``
+with random actions (``benchmarks/ppo.py``'s ceiling) ran ~2.5x slower this way at 1024
+envs (one such fusion took ~0.4 ms per step) and ~2x faster at 4 envs. Whole PPO
+updates at 1024 envs timed the same either way (fresh processes, 2 each, 2026-12-01).
 """
 
 from __future__ import annotations
