@@ -361,8 +361,13 @@ def _descend(
     # Level l's rows start at `bases[i]` in the flat array and are `strides[i]` apart.
     bases = jnp.asarray([starts[l - 1] if l else 0 for l in top_down], jnp.int32)
     strides = jnp.asarray([2 * k if l else k for l in top_down], jnp.int32)
-    lanes = jnp.arange(k, dtype=jnp.int32)
     flat = tree.flat
+    # Each node's K children are one contiguous slice: gather n slices of K floats (one
+    # start index each) rather than n * K single floats (K computed indices each); in a
+    # scan over 1024 draws at 2^20 leaves this took the descent from ~88 to ~53 us.
+    rows = jax.lax.GatherDimensionNumbers(
+        offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,)
+    )
     def as_int(x):
         return jax.lax.bitcast_convert_type(x, jnp.int32)
 
@@ -372,8 +377,11 @@ def _descend(
     def level(i, carry):
         """carry int32 [3, n]: node at the level above, residual mass, mass of the node."""
         node, residual = carry[0], as_float(carry[1])
-        at = (bases[i] + node[:, None] * strides[i] + lanes).astype(jnp.uint32)  # in range
-        children = flat[at]  # [n, K] masses
+        start = bases[i] + node * strides[i]  # in range: node < the level's node count
+        children = jax.lax.gather(  # [n, K] masses
+            flat, start[:, None], rows, slice_sizes=(k,),
+            mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+        )
         c = [children[:, j] for j in range(k)]
         # Inclusive prefix sums, sequential over the K lanes (a log-step scan rounds
         # differently, and with it the Ape-X CartPole test (tests/test_apex.py) no longer
