@@ -127,3 +127,40 @@ def permutation(key, n: int):
     bits = jax.random.bits(key, (n,), jnp.uint32)
     packed = (bits >> index_bits << index_bits) | jnp.arange(n, dtype=jnp.uint32)
     return (jax.lax.sort(packed) & (2**index_bits - 1)).astype(jnp.int32)
+
+
+def mul_hi(a, b):
+    """The high 32 bits of the 64-bit product of two uint32 arrays: ``(a * b) >> 32``.
+
+    Exact, in uint32 arithmetic only (jax runs without 64-bit integers by default): the
+    product is assembled from 16-bit halves, about fifteen elementwise ops that XLA fuses.
+    """
+    import jax.numpy as jnp
+
+    a, b = jnp.asarray(a, jnp.uint32), jnp.asarray(b, jnp.uint32)
+    low16 = jnp.uint32(0xFFFF)
+    ah, al = a >> 16, a & low16
+    bh, bl = b >> 16, b & low16
+    hl, lh = ah * bl, al * bh  # each < 2^32
+    carry = ((hl & low16) + (lh & low16) + ((al * bl) >> 16)) >> 16  # < 3
+    return ah * bh + (hl >> 16) + (lh >> 16) + carry
+
+
+def integers_below(key, shape, bound):
+    """Random int32 in ``[0, bound)``, ``shape``; ``bound`` int32 ``[]`` (traced is fine).
+
+    ``floor(bits * bound / 2^32)`` of one 32-bit draw (Lemire's multiply-shift, without
+    the rejection step): each value gets ``floor`` or ``ceil`` of ``2^32 / bound`` of the
+    draws, so the relative difference between the likeliest and the least likely value
+    is below ``bound / 2^32`` (2.4e-4 at a million slots). ``jax.random.randint`` is exact
+    but draws twice and takes three integer remainders per value: 24-32 us for 1024
+    values on this CPU against ~3 us here. ``floor(uniform * bound)`` would be as cheap,
+    but jax's float32 uniforms carry 23 random bits (2^23 values), so at a million slots
+    some slots would be drawn 9/8 as often as others. ``bound <= 0`` gives 0.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    bound = jnp.maximum(jnp.asarray(bound, jnp.int32), 0).astype(jnp.uint32)
+    bits = jax.random.bits(key, tuple(shape), jnp.uint32)
+    return mul_hi(bits, bound).astype(jnp.int32)

@@ -72,3 +72,32 @@ def test_permutation_of_128_and_the_fallback():
     # Where packed keys could tie too often, jax's own permutation is used.
     key = jax.random.key(2)
     np.testing.assert_array_equal(rng.permutation(key, 256), jax.random.permutation(key, 256))
+
+
+def test_mul_hi_is_the_exact_high_word():
+    r = np.random.default_rng(0)
+    a = r.integers(0, 2**32, 50_000, dtype=np.uint64)
+    b = r.integers(0, 2**32, 50_000, dtype=np.uint64)
+    edges = np.array([0, 1, 2**16 - 1, 2**16, 2**31, 2**32 - 1], np.uint64)
+    a = np.concatenate([a, np.repeat(edges, len(edges))])
+    b = np.concatenate([b, np.tile(edges, len(edges))])
+    got = np.asarray(rng.mul_hi(a.astype(np.uint32), b.astype(np.uint32))).astype(np.uint64)
+    np.testing.assert_array_equal(got, (a * b) >> np.uint64(32))
+
+
+def test_integers_below_is_uniform_and_in_range():
+    """Chi-square over 7 values (70,000 draws), the range at a traced million-slot bound,
+    and 0 for an empty range."""
+    from scipy import stats
+
+    x = np.asarray(rng.integers_below(jax.random.key(0), (70_000,), 7))
+    assert x.dtype == np.int32 and x.min() == 0 and x.max() == 6
+    assert stats.chisquare(np.bincount(x, minlength=7)).pvalue > 1e-3
+    bound = 1_000_003
+    y = np.asarray(jax.jit(lambda k, n: rng.integers_below(k, (4, 50_000), n))(
+        jax.random.key(1), jnp.int32(bound)))
+    assert y.shape == (4, 50_000) and y.min() >= 0 and y.max() < bound
+    # Spread over the whole range: each tenth holds about a tenth of the draws.
+    tenths = np.bincount(y.reshape(-1) * 10 // bound, minlength=10) / y.size
+    np.testing.assert_allclose(tenths, 0.1, atol=0.005)
+    assert int(np.asarray(rng.integers_below(jax.random.key(2), (3,), 0)).max()) == 0

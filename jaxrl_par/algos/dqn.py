@@ -26,7 +26,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_par import axes, envs, replay
+from jaxrl_par import axes, envs, replay, rng
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.q_common import (
@@ -171,13 +171,13 @@ def make(config: Config) -> Algorithm:
 
     def draw(buffer, key):
         """What each of the ``G`` learner steps samples with: for uniform replay the
-        target masses ``[G, B]`` of all steps in one draw (one small loop instead of
-        two per step on CPU); for prioritized replay (priorities change between
-        steps) one key per step."""
+        slots ``[G, B]`` of all steps in one draw (one small loop instead of two per
+        step on CPU); for prioritized replay (priorities change between steps) one key
+        per step."""
         g = cfg.gradient_steps_per_update
         if cfg.prioritized:
             return jax.random.split(key, g)
-        return jax.random.uniform(key, (g, cfg.batch_size)) * buf.total_priority(buffer)
+        return rng.integers_below(key, (g, cfg.batch_size), buffer.size)
 
     def gradient_step(carry, draws, unravel):
         """One learner step on flat parameter vectors (the optimiser and target update

@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par import rng
 from jaxrl_par.replay import checks
 from jaxrl_par.replay import storage as storage_lib
 from jaxrl_par.replay.types import Buffer, PyTree, Sample
@@ -19,8 +20,12 @@ UniformState = storage_lib.StorageState
 
 
 def _sample_at(state: UniformState, targets: jax.Array, beta=None, total=None, min_priority=None):
+    """Slots at masses `targets` (float `[k]`, mass 1 per item: slot `floor(target)`) or,
+    for integer `targets`, those slots; clipped to the stored items."""
     size = jnp.maximum(state.size, 1)
-    indices = jnp.clip(jnp.floor(targets).astype(jnp.int32), 0, size - 1)
+    if not jnp.issubdtype(targets.dtype, jnp.integer):
+        targets = jnp.floor(targets)
+    indices = jnp.clip(targets.astype(jnp.int32), 0, size - 1)
     total = state.size.astype(jnp.float32) if total is None else total
     nonempty = state.size > 0
     k = targets.shape[0]
@@ -33,8 +38,7 @@ def _sample_at(state: UniformState, targets: jax.Array, beta=None, total=None, m
 
 
 def _sample(state: UniformState, key: jax.Array, batch_size: int) -> Sample:
-    indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
-    return _sample_at(state, indices.astype(jnp.float32))
+    return _sample_at(state, rng.integers_below(key, (batch_size,), state.size))
 
 
 def uniform(capacity: int) -> Buffer:
