@@ -13,12 +13,19 @@ in BENCHMARKS.md).
 
 :func:`unrolled_threefry` is a context manager that lowers the hash unrolled on CPU while
 it is active, with jax's own unrolled rule (the one jax uses on other platforms), so the
-bits do not change (tested). It is scoped, not a global switch: ``jaxrl_par.train`` and
-the benchmarks' builds of our programs compile inside it, and nothing else in the process
-is touched (a peer benchmarked side by side compiles jax's default). If a future jax moves
-the private names it relies on, it does nothing. It is on for jax 0.10 only: on jax
-0.11.2 a PPO chunk lowered this way did not finish compiling in minutes (not yet
-understood), so there it does nothing.
+bits do not change (tested), and with an optimization barrier on each hash's output. It
+is scoped, not a global switch: ``jaxrl_par.train`` and the benchmarks' builds of our
+programs compile inside it, and nothing else in the process is touched (a peer
+benchmarked side by side compiles jax's default). If a future jax moves the private names
+it relies on, it does nothing.
+
+The barrier keeps XLA from fusing one hash into the next. Without it, jax 0.11.2's XLA
+did not finish compiling three chained hashes (``split(split(split(key)[1])[0])[1]``) in a
+minute, nor PPO's init in five minutes (so until 2026-12-02 this was off on jax 0.11).
+With it, the CLI's PPO CartPole run compiled in 7.2 s instead of 9.3-10.2 s rolled on jax
+0.11.2, and on jax 0.10.2 in the same time as without the barrier (6.3 / 7.5 s, rolled
+8.9 / 10.4 s, alternating, one core); PPO updates ran as fast or faster (4 envs 2.76 ms
+against 3.11 ms unrolled without the barrier and 3.31 ms rolled; 1024 envs within 4%).
 
 Not free at every size: unrolled, the hash is an elementwise expression that XLA fuses
 into its consumers, and where a consumer is a concatenation (the ``stack`` of a vmapped
@@ -40,22 +47,32 @@ _saved = None
 
 
 def _lowering_registry():
-    """(cpu rules dict, primitive, jax's unrolled rule), or None if jax moved them."""
-    import jax
-
-    if tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 11):
-        # On jax 0.11.2 a PPO chunk built with the unrolled rule did not finish
-        # compiling in minutes (seen 2026-12-01, not yet understood): off there.
-        return None
+    """(cpu rules dict, primitive, the unrolled rule with a barrier), or None if jax
+    moved what it needs."""
     try:
         from jax._src.interpreters import mlir as mlir_internal
+        from jax._src.lib.mlir.dialects import hlo
         from jax._src.random import threefry2x32 as threefry
         from jax.extend.random import threefry2x32_p
 
-        return (mlir_internal._platform_specific_lowerings["cpu"], threefry2x32_p,
-                threefry._threefry2x32_lowering_rule)
+        unrolled = threefry._threefry2x32_lowering_rule
+        cpu_rules = mlir_internal._platform_specific_lowerings["cpu"]
     except (ImportError, AttributeError, KeyError):
         return None
+
+    def unrolled_behind_barrier(ctx, *args):
+        # The two output words of each hash pass an optimization barrier, so XLA fuses
+        # no hash into the next. Without it, jax 0.11.2's XLA did not finish compiling
+        # three chained hashes (split of a split of a split, a few ops each) in a
+        # minute, nor PPO's init in five; jax 0.10's compiled them, and with the barrier
+        # both compile them in well under a second (tests/test_rng.py).
+        outs = unrolled(ctx, *args)
+        nested = isinstance(outs[0], (list, tuple))
+        flat = [v for out in outs for v in (out if nested else [out])]
+        results = hlo.OptimizationBarrierOp(flat).results
+        return [[r] for r in results] if nested else list(results)
+
+    return cpu_rules, threefry2x32_p, unrolled_behind_barrier
 
 
 @contextlib.contextmanager
