@@ -27,12 +27,15 @@ With it, the CLI's PPO CartPole run compiled in 7.2 s instead of 9.3-10.2 s roll
 8.9 / 10.4 s, alternating, one core); PPO updates ran as fast or faster (4 envs 2.76 ms
 against 3.11 ms unrolled without the barrier and 3.31 ms rolled; 1024 envs within 4%).
 
-Not free at every size: unrolled, the hash is an elementwise expression that XLA fuses
-into its consumers, and where a consumer is a concatenation (the ``stack`` of a vmapped
-``jax.random.split``) each output element recomputes it. gymnax's own vmapped ``step``
-with random actions (``benchmarks/ppo.py``'s ceiling) ran ~2.5x slower this way at 1024
-envs (one such fusion took ~0.4 ms per step) and ~2x faster at 4 envs. Whole PPO
-updates at 1024 envs timed the same either way (fresh processes, 2 each, 2026-12-01).
+Not free at every size on jax 0.10: unrolled, the hash is an elementwise expression that
+XLA fuses into its consumers, and where a consumer is a concatenation (the ``stack`` of a
+vmapped ``jax.random.split``) each output element recomputes it. gymnax's own vmapped
+``step`` with random actions (``benchmarks/ppo.py``'s ceiling) ran ~4x slower this way
+at 1024 envs (339 against 78 us per step rolled; one fusion took ~0.35 ms per step) and
+~2x faster at 4 envs. The barrier does not stop this on jax 0.10 (its compiled program
+still has both hashes in the one concatenation fusion); on jax 0.11.2, with the barrier,
+the same ceiling ran 2x faster than rolled (39 against 75 us per step). Whole PPO
+updates at 1024 envs timed within 4% of rolled on both versions (2026-12-02).
 """
 
 from __future__ import annotations
