@@ -64,11 +64,8 @@ def _lowering_registry():
         return None
 
     def unrolled_behind_barrier(ctx, *args):
-        # The two output words of each hash pass an optimization barrier, so XLA fuses
-        # no hash into the next. Without it, jax 0.11.2's XLA did not finish compiling
-        # three chained hashes (split of a split of a split, a few ops each) in a
-        # minute, nor PPO's init in five; jax 0.10's compiled them, and with the barrier
-        # both compile them in well under a second (tests/test_rng.py).
+        # The two output words of each hash pass an optimization barrier (why: the
+        # module docstring; the chained case is tested in tests/test_rng.py).
         outs = unrolled(ctx, *args)
         nested = isinstance(outs[0], (list, tuple))
         flat = [v for out in outs for v in (out if nested else [out])]
