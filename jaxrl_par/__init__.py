@@ -19,7 +19,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("algos", "axes", "envs", "layers", "microbatch", "networks", "parallel",
+_SUBMODULES = ("activations", "algos", "axes", "envs", "layers", "microbatch", "networks", "parallel",
                "replay", "returns", "rng", "train")
 _ATTRIBUTES = {
     "Algorithm": ("jaxrl_par.algos.base", "Algorithm"),

@@ -17,9 +17,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par import activations
 from jaxrl_par.layers import Conv, Dense
 
-ACTIVATIONS: dict[str, Callable] = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
+# tanh: jnp.tanh to float32 rounding, faster on XLA:CPU (jaxrl_par.activations).
+ACTIVATIONS: dict[str, Callable] = {"tanh": activations.tanh, "relu": nn.relu, "gelu": nn.gelu}
 
 
 def orthogonal(scale: float):
