@@ -62,3 +62,19 @@ def shard_keys(key: jax.Array, global_size: int, axis_name: str | None,
     if axis_name is not None:
         keys = jax.lax.dynamic_slice_in_dim(keys, axis_index(axis_name) * n, n, axis=1)
     return keys[0] if steps is None else keys
+
+
+def shard_draw(draw, key: jax.Array, global_size: int, axis_name: str | None,
+               steps: int) -> jax.Array:
+    """This shard's slice of ``draw(key, (steps, global_size))`` along axis 1.
+
+    For random arrays drawn for a whole global batch at once (e.g. a rollout's action
+    noise, ``[steps, global_size, ...]``): shard ``i`` gets columns ``[i*n, (i+1)*n)``,
+    exactly what those items get on one device. jax's Threefry bits are a function of
+    each element's index, so XLA can compute only the slice.
+    """
+    n = local_size(global_size, axis_name)
+    values = draw(key, (steps, global_size))
+    if axis_name is not None:
+        values = jax.lax.dynamic_slice_in_dim(values, axis_index(axis_name) * n, n, axis=1)
+    return values

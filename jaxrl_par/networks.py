@@ -46,13 +46,36 @@ def orthogonal(scale: float):
 
 
 # -- distributions ----------------------------------------------------------------------
+def action_noise(key: jax.Array, shape: Sequence[int], discrete: bool,
+                 dtype=jnp.float32) -> jax.Array:
+    """The noise a distribution turns into actions, ``shape`` (``[..., A]`` logits' shape
+    or ``[..., D]`` actions): Gumbel for :class:`Categorical`, standard normal for
+    :class:`DiagGaussian`.
+
+    Drawing it ahead for many steps and envs at once, from one key, is cheaper on CPU than
+    one draw per env key: at 4096 envs and 2 actions, a vmapped ``jax.random.categorical``
+    over per-env keys ran as scalar code in PPO's rollout (~0.4 ms of a ~3 ms step).
+    """
+    draw = jax.random.gumbel if discrete else jax.random.normal
+    return draw(key, tuple(shape), dtype)
+
+
 class Categorical(NamedTuple):
     """Categorical distribution over the last axis of ``logits`` ``[..., A]``."""
 
     logits: jax.Array
 
+    def noise(self, key: jax.Array) -> jax.Array:
+        """Gumbel noise ``[..., A]`` for :meth:`sample_with_noise`."""
+        return action_noise(key, self.logits.shape, discrete=True, dtype=self.logits.dtype)
+
+    def sample_with_noise(self, noise: jax.Array) -> jax.Array:
+        """Gumbel-max: ``argmax(logits + noise)`` over the last axis, ``[...]`` int32."""
+        return jnp.argmax(self.logits + noise, axis=-1).astype(jnp.int32)
+
     def sample(self, key: jax.Array) -> jax.Array:
-        return jax.random.categorical(key, self.logits)
+        """As ``jax.random.categorical(key, logits)``, bit for bit."""
+        return self.sample_with_noise(self.noise(key))
 
     def mode(self) -> jax.Array:
         return jnp.argmax(self.logits, axis=-1)
@@ -72,8 +95,15 @@ class DiagGaussian(NamedTuple):
     mean: jax.Array
     log_std: jax.Array
 
+    def noise(self, key: jax.Array) -> jax.Array:
+        """Standard normal noise ``[..., D]`` for :meth:`sample_with_noise`."""
+        return action_noise(key, self.mean.shape, discrete=False, dtype=self.mean.dtype)
+
+    def sample_with_noise(self, noise: jax.Array) -> jax.Array:
+        return self.mean + jnp.exp(self.log_std) * noise
+
     def sample(self, key: jax.Array) -> jax.Array:
-        return self.mean + jnp.exp(self.log_std) * jax.random.normal(key, self.mean.shape)
+        return self.sample_with_noise(self.noise(key))
 
     def mode(self) -> jax.Array:
         return self.mean

@@ -1,8 +1,10 @@
-"""Network initialisation under vmap: no batched LAPACK call, same bits as one seed."""
+"""Networks: initialisation under vmap (no batched LAPACK call, same bits as one seed) and
+action sampling (same bits as jax.random)."""
 
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par.algos import dqn, ppo
@@ -53,3 +55,19 @@ def test_vmapped_algorithm_init_equals_one_seed_at_a_time():
         per_seed = [_arrays(init(k).params) for k in keys]
         for i, leaf in enumerate(got):
             np.testing.assert_array_equal(leaf, np.stack([p[i] for p in per_seed]))
+
+
+def test_sampling_through_noise_is_jax_random_bit_for_bit():
+    # PPO's rollout draws the noise ahead (networks.action_noise) and samples with it;
+    # sample(key) is the same computation, and equals jax.random's own samplers.
+    from jaxrl_par.networks import Categorical, DiagGaussian
+
+    logits = jax.random.normal(jax.random.key(0), (64, 5))
+    keys = jax.random.split(jax.random.key(1), 64)
+    ours = jax.vmap(lambda k, l: Categorical(l).sample(k))(keys, logits)
+    ref = jax.vmap(jax.random.categorical)(keys, logits)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+    mean, log_std = logits, jnp.full((64, 5), -0.5)
+    ours = DiagGaussian(mean, log_std).sample(jax.random.key(2))
+    ref = mean + jnp.exp(log_std) * jax.random.normal(jax.random.key(2), (64, 5))
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))

@@ -5,8 +5,8 @@ current policy for ``num_steps``, then the learner runs ``update_epochs`` passes
 ``num_minibatches`` clipped-surrogate steps over that batch. Everything is one pure
 ``update(state)``, so the runner scans, vmaps (seeds) and shards (devices) it.
 
-Data-parallel exactness: randomness is drawn per environment from the *global* env
-index and minibatches take ``num_steps / num_minibatches`` time steps from every env
+Data-parallel exactness: randomness is drawn for the *global* batch of envs (action noise
+as one array, env keys from one split) and sliced per shard, and minibatches take ``num_steps / num_minibatches`` time steps from every env
 (a per-env permutation), so a minibatch is the union of the shards' minibatches.
 With ``axis_name`` set, gradients, advantage statistics, observation statistics and
 metrics are averaged over that axis, and training on N devices equals training on one.
@@ -26,7 +26,14 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_par import axes, envs, microbatch, rng
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
-from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
+from jaxrl_par.networks import (
+    ACTIVATIONS,
+    TORSOS,
+    ActorCritic,
+    PolicyExtras,
+    action_noise,
+    make_policy,
+)
 from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
 from jaxrl_par.returns import gae_advantages
 
@@ -129,7 +136,6 @@ def make(config: Config) -> Algorithm:
         torso=cfg.torso,
     )
     # The rollout runs the actor alone; values come after it from one batched critic pass.
-    policy = make_policy(network, with_value=False)
     greedy = make_policy(network, deterministic=True)
     steps_per_epoch = cfg.num_minibatches
     if cfg.anneal_lr:
@@ -166,19 +172,25 @@ def make(config: Config) -> Algorithm:
         env = local_env()
         low, high = (None, None) if spec.discrete else spec.action_bounds
         k_act, k_env = jax.random.split(key)
-        # All of the rollout's per-env keys at once, [T, N_local] each: one batched split.
-        keys = (axes.shard_keys(k_act, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps),
-                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps))
+        # The whole rollout's action noise [T, N_local, A] drawn at once from one key (the
+        # global batch's, sliced per shard; see networks.action_noise for why), and its
+        # per-env env keys [T, N_local] from one batched split.
+        noise = axes.shard_draw(
+            lambda k, shape: action_noise(k, shape + (spec.num_actions,), spec.discrete),
+            k_act, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
+        env_keys = axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
 
-        def step(env_state, step_keys):
-            act_keys, env_step_keys = step_keys
+        def step(env_state, xs):
+            step_noise, env_step_keys = xs
             obs = prepare(state.obs_stats, env_state.obs)
-            action, extras = policy(state.params, obs, act_keys)
+            dist = network.apply(state.params, obs, method=ActorCritic.actor)
+            action = dist.sample_with_noise(step_noise)
+            extras = PolicyExtras(log_prob=dist.log_prob(action), value=None)
             env_action = action if spec.discrete else jnp.clip(action, low, high)
             env_state, ts = env.step(env_step_keys, env_state, env_action)
             return env_state, (obs, action, extras, ts)
 
-        return jax.lax.scan(step, state.env_state, keys, unroll=ROLLOUT_UNROLL)
+        return jax.lax.scan(step, state.env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
 
     def normalized_advantages(adv: jax.Array) -> jax.Array:
         """Advantages standardised over the whole minibatch (global over devices)."""
