@@ -56,11 +56,8 @@ def shard_keys(key: jax.Array, global_size: int, axis_name: str | None,
     time steps at once: ``split(key, steps * global_size)`` viewed as ``[steps,
     global_size]``, sliced the same way to ``[steps, n]``.
     """
-    n = local_size(global_size, axis_name)
-    rows = 1 if steps is None else steps
-    keys = jax.random.split(key, rows * global_size).reshape(rows, global_size)
-    if axis_name is not None:
-        keys = jax.lax.dynamic_slice_in_dim(keys, axis_index(axis_name) * n, n, axis=1)
+    keys = shard_draw(lambda k, shape: jax.random.split(k, shape[0] * shape[1]).reshape(shape),
+                      key, global_size, axis_name, steps=1 if steps is None else steps)
     return keys[0] if steps is None else keys
 
 

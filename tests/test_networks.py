@@ -64,7 +64,7 @@ def test_sampling_through_noise_is_jax_random_bit_for_bit():
 
     logits = jax.random.normal(jax.random.key(0), (64, 5))
     keys = jax.random.split(jax.random.key(1), 64)
-    ours = jax.vmap(lambda k, l: Categorical(l).sample(k))(keys, logits)
+    ours = jax.vmap(lambda k, row: Categorical(row).sample(k))(keys, logits)
     ref = jax.vmap(jax.random.categorical)(keys, logits)
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
     mean, log_std = logits, jnp.full((64, 5), -0.5)

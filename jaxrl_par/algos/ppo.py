@@ -6,8 +6,9 @@ current policy for ``num_steps``, then the learner runs ``update_epochs`` passes
 ``update(state)``, so the runner scans, vmaps (seeds) and shards (devices) it.
 
 Data-parallel exactness: randomness is drawn for the *global* batch of envs (action noise
-as one array, env keys from one split) and sliced per shard, and minibatches take ``num_steps / num_minibatches`` time steps from every env
-(a per-env permutation), so a minibatch is the union of the shards' minibatches.
+as one array, env keys from one split) and sliced per shard, and minibatches take
+``num_steps / num_minibatches`` time steps from every env (a per-env permutation), so a
+minibatch is the union of the shards' minibatches.
 With ``axis_name`` set, gradients, advantage statistics, observation statistics and
 metrics are averaged over that axis, and training on N devices equals training on one.
 """
