@@ -6,13 +6,17 @@ progress bar, writes ``metrics.jsonl`` and a checkpoint, and checks losses for N
 The chunk function is compiled once; chunked training equals one long scan, and resuming
 from the checkpoint equals never stopping. Training the same ``Algorithm`` object again
 with the same number of seeds and chunk size (other seeds, a resumed run, a notebook cell
-run twice) reuses the compiled programs of the last few runs instead of compiling again.
+run twice) reuses the compiled programs of the last few runs instead of compiling again;
+so does a new ``Algorithm`` whose program is the same as one compiled before (the same
+config made again, or the init program of a config that differs only in what ``update``
+uses, e.g. the learning rate): it is traced and lowered, but not compiled again.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -30,24 +34,44 @@ from jaxrl_par.algos.base import Algorithm, scan_updates
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 
-# Compiled init and chunk programs of recent runs of the plain (unsharded) runner. Keys
-# hold the algorithm's functions themselves (so an id is never reused for another one)
-# and the abstract shapes of the arguments; the oldest entry goes when there are more
-# than _MAX_COMPILED.
+# Compiled init and chunk programs of recent runs, in two caches of _MAX_COMPILED entries
+# each (the least recently used goes first). `_compiled` is keyed by the algorithm's
+# functions themselves (so an id is never reused for another one) and the abstract shapes
+# of the arguments: a hit skips tracing too. `_by_program` is keyed by the lowered
+# program (a digest of its StableHLO text, which fixes shapes, dtypes and every
+# constant), its argument and result pytree structures (so a hit is called with, and
+# returns, exactly the pytrees it was lowered for) and the arguments' shardings (so the
+# devices too): a hit skips XLA's compilation, which is most of the cost on CPU (a PPO
+# init program ~1-4 s, its chunk ~3-10 s).
 _MAX_COMPILED = 8
 _compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+_by_program: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
 
-def _compile_once(key: tuple, lower: Callable[[], Any]):
-    """The compiled program for ``key``, from the cache or ``lower().compile()``."""
-    if key in _compiled:
-        _compiled.move_to_end(key)
-        return _compiled[key]
-    compiled = lower().compile()
-    _compiled[key] = compiled
-    while len(_compiled) > _MAX_COMPILED:
-        _compiled.popitem(last=False)
-    return compiled
+def _remember(cache: collections.OrderedDict, key, value):
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > _MAX_COMPILED:
+        cache.popitem(last=False)
+
+
+def _compile_lowered(lowered, args: tuple) -> Any:
+    """``lowered.compile()``, or the executable of the same program compiled before for
+    arguments on the same devices (``args``: what it was lowered with)."""
+    key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
+           lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)))
+    if key not in _by_program:
+        _remember(_by_program, key, lowered.compile())
+    _by_program.move_to_end(key)
+    return _by_program[key]
+
+
+def _compile_once(key: tuple, lower: Callable[..., Any], *args):
+    """The compiled program for ``key``, from the caches or ``lower(*args).compile()``."""
+    if key not in _compiled:
+        _remember(_compiled, key, _compile_lowered(lower(*args), args))
+    _compiled.move_to_end(key)
+    return _compiled[key]
 
 
 def _abstract(tree) -> tuple:
@@ -215,16 +239,17 @@ def train(
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
         if sharded:
             state = sharded.init(keys)
-            compiled = factory(algo, chunk_updates, None).lower(state, jnp.int32(0)).compile()
+            args = (state, jnp.int32(0))
+            compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
         else:
             init = _compile_once(("init", algo.init, _abstract(keys)),
-                                 lambda: jax.jit(jax.vmap(algo.init)).lower(keys))
+                                 jax.jit(jax.vmap(algo.init)).lower, keys)
             state = init(keys)
             compiled = _compile_once(
                 ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
                  _abstract(state)),
-                lambda: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-                .lower(state, jnp.int32(0)))
+                lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+                .lower(*args), state, jnp.int32(0))
     jax.block_until_ready(state)
     compile_seconds = time.perf_counter() - t0
 

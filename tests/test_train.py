@@ -92,6 +92,36 @@ def test_training_the_same_algorithm_again_reuses_the_compiled_chunk():
     assert built == [4, 5]  # another chunk size is another program
 
 
+def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch):
+    """The same config made again (a new Algorithm object, new functions) compiles
+    nothing; a config that changes only `update` (the learning rate) reuses the init
+    program and compiles a new chunk; results are those of a fresh compile."""
+    import dataclasses
+
+    from jaxrl_par import train as train_mod
+
+    compiled = []
+    real_compile = jax.stages.Lowered.compile
+
+    def counting_compile(self, *args, **kwargs):
+        compiled.append(self)
+        return real_compile(self, *args, **kwargs)
+
+    first = train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting_compile)
+    again = train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
+    assert compiled == []
+    _assert_trees_equal(again.state, first.state)
+    other = dataclasses.replace(TOY, learning_rate=0.01)
+    mine = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
+    assert len(compiled) == 1  # the chunk; the init program is the same
+    monkeypatch.setattr(train_mod, "_by_program", type(train_mod._by_program)())
+    fresh = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
+    assert len(compiled) == 3  # with the program cache emptied: init and chunk again
+    _assert_trees_equal(mine.state, fresh.state)
+    assert not np.allclose(_leaves(mine.state.params)[0], _leaves(first.state.params)[0])
+
+
 def test_resume_equals_never_stopping(tmp_path):
     algo = toy_algo.make(TOY)
     full = train(algo, [0, 1], num_chunks=4, progress=False)
