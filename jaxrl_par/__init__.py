@@ -19,8 +19,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("activations", "algos", "axes", "envs", "layers", "microbatch", "networks",
-               "parallel", "replay", "returns", "rng", "train")
+_SUBMODULES = ("activations", "algos", "axes", "envs", "evaluate", "layers", "microbatch",
+               "networks", "parallel", "replay", "returns", "rng", "train")
 _ATTRIBUTES = {
     "Algorithm": ("jaxrl_par.algos.base", "Algorithm"),
     "TrainResult": ("jaxrl_par.train", "TrainResult"),

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from jaxrl_par.algos import apex
+from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.qlearning import batch_td_error
 from jaxrl_par.train import train
 
-from test_dqn import PROBE_VALUES, algo_q, greedy_return, q_values, run
+from test_dqn import PROBE_VALUES, algo_q, q_values, run
 
 SMALL = dict(env="CartPole-v1", num_actors=8, num_steps=4, buffer_size=4_096, batch_size=32,
              learner_steps_per_iteration=1, learning_starts=64, hidden_sizes=(32,),
@@ -122,8 +123,7 @@ def test_cartpole_reaches_475():
                       target_period=50, total_timesteps=100_000)
     algo = apex.make(cfg)
     result = train(algo, [0, 1, 2, 3], num_chunks=5, progress=False)
-    returns = [greedy_return(algo, jax.tree.map(lambda x, i=i: x[i], result.state))
-               for i in range(4)]
+    returns = greedy_returns(algo, result.state).tolist()
     assert sum(r >= 475 for r in returns) >= 3, returns
 
 

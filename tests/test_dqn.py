@@ -7,6 +7,7 @@ import pytest
 
 from jaxrl_par import envs
 from jaxrl_par.algos import dqn
+from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.train import train
 
 # Small and fast: probes are solved in a few thousand steps.
@@ -32,24 +33,6 @@ def algo_q(algo):
     spec = envs.make(algo.config.env, 1)
     cfg = algo.config
     return dqn.make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling).apply
-
-
-def greedy_return(algo, state, num_envs=8, steps=500):
-    """Mean return of the first episode of each env under the greedy policy."""
-    env = envs.make(algo.config.env, num_envs)
-    key = jax.random.key(123)
-    env_state = env.reset(jax.random.split(key, num_envs))
-
-    def step(carry, k):
-        env_state, total, alive = carry
-        action = algo.act(state, env_state.obs, k)
-        env_state, ts = env.step(jax.random.split(k, num_envs), env_state, action)
-        total = total + ts.reward * alive
-        return (env_state, total, alive & ~ts.done), None
-
-    init = (env_state, jnp.zeros(num_envs), jnp.ones(num_envs, bool))
-    (_, total, _), _ = jax.jit(lambda c: jax.lax.scan(step, c, jax.random.split(key, steps)))(init)
-    return float(jnp.mean(total))
 
 
 def test_config_validation_names_field_and_fix():
@@ -129,5 +112,5 @@ def test_cartpole_reaches_475():
                      exploration_fraction=0.2, n_step=3)
     algo = dqn.make(cfg)
     result = train(algo, [0], num_chunks=5, progress=False)
-    greedy = greedy_return(algo, jax.tree.map(lambda x: x[0], result.state))
+    greedy = greedy_returns(algo, result.state)[0]
     assert greedy >= 475, (greedy, result.final_returns()[0])

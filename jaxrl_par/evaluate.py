@@ -1,0 +1,93 @@
+"""Greedy evaluation of trained states: the return of whole episodes under ``algo.act``.
+
+Training returns (``TrainResult.final_returns``) are those of the exploring policy
+(epsilon-greedy for DQN and Ape-X, sampled actions for PPO); :func:`greedy_returns` plays
+``num_envs`` fresh episodes per seed with the algorithm's evaluation policy
+(``Algorithm.act``: argmax Q, or the distribution's mode) and reports the mean
+undiscounted return of the first episode of each env. Every seed of a
+``TrainResult.state`` is evaluated in one vmapped call, and the program is compiled once
+per algorithm and shape: evaluating again (other states, a later checkpoint) does not
+compile again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par import envs
+from jaxrl_par.algos.base import Algorithm
+
+
+@functools.lru_cache(maxsize=16)
+def _evaluator(act: Callable, env_id: str, num_envs: int, max_steps: int) -> Callable:
+    """``run(states [S, ...], key) -> [S]`` mean first-episode return, jitted (one entry
+    per ``act`` function, so per algorithm)."""
+    env = envs.make(env_id, num_envs)
+
+    def one_seed(state, key):
+        k_reset, k_run = jax.random.split(key)
+        env_state = env.reset(jax.random.split(k_reset, num_envs))
+
+        def step(carry, k):
+            env_state, total, alive = carry
+            k_act, k_env = jax.random.split(k)
+            action = act(state, env_state.obs, k_act)
+            env_state, ts = env.step(jax.random.split(k_env, num_envs), env_state, action)
+            return (env_state, total + ts.reward * alive, alive & ~ts.done), None
+
+        init = (env_state, jnp.zeros(num_envs), jnp.ones(num_envs, bool))
+        (_, total, alive), _ = jax.lax.scan(step, init, jax.random.split(k_run, max_steps))
+        return jnp.mean(total), jnp.any(alive)
+
+    return jax.jit(jax.vmap(one_seed, in_axes=(0, None)))
+
+
+def greedy_returns(algo: Algorithm, states, *, num_envs: int = 8, max_steps: int | None = None,
+                   seed: int = 0) -> np.ndarray:
+    """Mean return of one greedy episode in each of ``num_envs`` envs, per seed.
+
+    Args:
+      algo: the algorithm the states belong to (its ``act`` and ``config.env``).
+      states: training states with a leading seed axis ``[S, ...]``, as in
+        ``TrainResult.state`` (for one unbatched state, add the axis:
+        ``jax.tree.map(lambda x: x[None], state)``; for a sharded run, pass
+        ``jaxrl_par.parallel.unreplicate(result.state)``).
+      num_envs: episodes per seed, one per env, reset from ``seed`` (the same start
+        states for every seed).
+      max_steps: steps played; defaults to the env's episode limit
+        (``max_steps_in_episode``), so that every episode ends.
+      seed: the evaluation's random stream (env resets, and ``act``'s key).
+
+    Returns:
+      float64 ``[S]``: the mean over the envs of each env's first-episode return.
+
+    Raises:
+      ValueError: ``algo`` has no ``act``, the states have no seed axis, or an episode
+        was still running after ``max_steps`` (its return would be cut short; give a
+        larger ``max_steps``).
+    """
+    if algo.act is None:
+        raise ValueError("this algorithm defines no act(state, obs, key) to evaluate with")
+    env_id = algo.config.env
+    if max_steps is None:
+        max_steps = getattr(envs.make(env_id, 1).params, "max_steps_in_episode", None)
+        if max_steps is None:
+            raise ValueError(f"{env_id} has no max_steps_in_episode: give max_steps")
+    leaves = jax.tree.leaves(states)
+    if not leaves or any(np.ndim(x) == 0 for x in leaves):
+        raise ValueError("states need a leading seed axis [S, ...] (TrainResult.state); for "
+                         "one state use jax.tree.map(lambda x: x[None], state)")
+    run = _evaluator(algo.act, env_id, int(num_envs), int(max_steps))
+    returns, unfinished = run(states, jax.random.key(seed))
+    if np.any(np.asarray(unfinished)):
+        raise ValueError(f"an episode of {env_id} was still running after max_steps="
+                         f"{max_steps}; give a larger max_steps")
+    return np.asarray(returns, np.float64)
+
+
+__all__ = ["greedy_returns"]
