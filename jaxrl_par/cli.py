@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
+    t.add_argument("--eval-envs", type=int, default=0, metavar="N",
+                   help="after training, play one greedy episode in each of N envs per seed "
+                        "and report greedy_return (training returns are the exploring "
+                        "policy's)")
     t.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     par = t.add_argument_group("devices and hosts (see docs/scaling.md)")
@@ -77,6 +81,9 @@ def cmd_train(args) -> int:
     from jaxrl_par import axes
     from jaxrl_par.train import train
 
+    if args.eval_envs < 0:
+        raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
+                         "no evaluation")
     _start_hosts(args)
     module = algos.get(args.algo)
     cfg = _config(args)
@@ -90,6 +97,11 @@ def cmd_train(args) -> int:
                "debug_replication": args.debug_replication} if sharded else {}
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, **mesh_kw)
+    states = result.state
+    if args.eval_envs and sharded:
+        from jaxrl_par import parallel
+
+        states = parallel.unreplicate(parallel.to_host(states))  # every process calls it
     if jax.process_index() != 0:  # only process 0 reports
         return 0
     finals = result.final_returns()
@@ -104,9 +116,18 @@ def cmd_train(args) -> int:
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
+    greedy = ""
+    if args.eval_envs:
+        from jaxrl_par.evaluate import greedy_returns
+
+        returns = greedy_returns(algo, states, num_envs=args.eval_envs)
+        summary["greedy_return"] = float(np.mean(returns))
+        summary["greedy_return_std"] = float(np.std(returns))
+        greedy = (f", greedy return {summary['greedy_return']:.1f} +- "
+                  f"{summary['greedy_return_std']:.1f} ({args.eval_envs} episodes per seed)")
     print(
         f"{args.algo} on {cfg.env}: {env_steps:,} steps x {len(seeds)} seed(s), final return "
-        f"{summary['final_return']:.1f} +- {summary['final_return_std']:.1f}, "
+        f"{summary['final_return']:.1f} +- {summary['final_return_std']:.1f}{greedy}, "
         f"{summary['steps_per_second']:,.0f} steps/s, compile {summary['compile_seconds']:.1f} s",
         file=sys.stderr if args.json else sys.stdout,
     )

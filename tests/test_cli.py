@@ -3,26 +3,34 @@ import os
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pytest
 
+from jaxrl_par import checkpoint
+from jaxrl_par.algos import ppo
+from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
+from jaxrl_par.evaluate import greedy_returns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_cli_train_end_to_end_json(tmp_path):
     """`python -m jaxrl_par train ppo ... --json` in a subprocess: the last stdout line is
-    the JSON summary, the log dir holds config, metrics and checkpoint."""
+    the JSON summary, the log dir holds config, metrics and checkpoint, and the greedy
+    return (`--eval-envs`) is that of the checkpointed state, recomputed here."""
     log = tmp_path / "run"
     cmd = [sys.executable, "-m", "jaxrl_par", "train", "ppo", "--env", "CartPole-v1",
            "--seeds", "2", "--total-timesteps", "20480", "--set", "num_envs=8",
            "--set", "num_steps=32", "--set", "num_minibatches=2", "--log-dir", str(log),
-           "--json", "--no-progress"]
+           "--eval-envs", "4", "--json", "--no-progress"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
-                            "final_return_std", "steps_per_second", "compile_seconds"}
+                            "final_return_std", "steps_per_second", "compile_seconds",
+                            "greedy_return", "greedy_return_std"}
     assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1"
     assert summary["seeds"] == 2 and summary["env_steps"] == 20480
     assert summary["final_return"] > 9.0  # CartPole returns are at least ~9 steps
@@ -31,6 +39,15 @@ def test_cli_train_end_to_end_json(tmp_path):
     rows = (log / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 20480 // (8 * 32)
     assert len(json.loads(rows[-1])["episode_return"]) == 2
+    cfg = apply_overrides(ppo.Config(), ["env=CartPole-v1", "total_timesteps=20480",
+                                         "num_envs=8", "num_steps=32", "num_minibatches=2"])
+    algo = ppo.make(cfg)
+    template = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 2))
+    state, _ = checkpoint.load(str(log / "checkpoint.npz"), template)
+    greedy = greedy_returns(algo, state, num_envs=4)
+    assert summary["greedy_return"] == pytest.approx(float(np.mean(greedy)), rel=1e-6)
+    assert summary["greedy_return_std"] == pytest.approx(float(np.std(greedy)), rel=1e-6,
+                                                         abs=1e-9)
 
 
 def test_cli_list(capsys):
@@ -45,6 +62,7 @@ def test_cli_list(capsys):
     (["train", "ppo", "--set", "num_minibatches=5"], "num_minibatches=5 does not divide"),
     (["train", "ppo", "--env", "Cartpole"], "closest known ids: CartPole-v1"),
     (["train", "nope"], "unknown algorithm 'nope'"),
+    (["train", "ppo", "--eval-envs", "-1"], "--eval-envs=-1: give a number of envs >= 1"),
 ])
 def test_cli_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2
