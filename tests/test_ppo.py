@@ -7,6 +7,7 @@ import pytest
 
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
+from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.networks import ActorCritic
 from jaxrl_par.train import train
 
@@ -72,6 +73,14 @@ def test_ppo_continuous_probe():
     dist, _ = _values(algo, result.state, [[0.0]])
     assert abs(float(dist.mean[0, 0]) - 0.5) < 0.15, dist.mean
     assert result.final_returns()[0] > -0.15  # E[-(a-0.5)^2] = -(bias^2 + var)
+    # Greedy: the mean action, -(mean - 0.5)^2; a mean outside the action space is
+    # clipped to it, as in the rollout (+5 -> 1: -(1 - 0.5)^2, not -(5 - 0.5)^2).
+    greedy = greedy_returns(algo, result.state, num_envs=4)[0]
+    assert greedy == pytest.approx(-(float(dist.mean[0, 0]) - 0.5) ** 2, abs=1e-5)
+    state = result.state.replace(params=jax.tree_util.tree_map_with_path(
+        lambda p, x: x + 5.0 if "policy_head" in jax.tree_util.keystr(p) and "bias" in
+        jax.tree_util.keystr(p) else x, result.state.params))
+    assert greedy_returns(algo, state, num_envs=4)[0] == pytest.approx(-0.25, abs=1e-6)
 
 
 def test_config_errors_name_the_numbers():

@@ -307,8 +307,13 @@ def make(config: Config) -> Algorithm:
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """The distribution's mode; continuous actions clipped to the action space, as in
+        the rollout (the env gets what it would get in training)."""
         action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
-        return action
+        if spec.discrete:
+            return action
+        low, high = spec.action_bounds
+        return jnp.clip(action, low, high)
 
     return Algorithm(
         config=cfg,
