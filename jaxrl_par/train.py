@@ -48,11 +48,15 @@ _compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 _by_program: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
 
-def _remember(cache: collections.OrderedDict, key, value):
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > _MAX_COMPILED:
-        cache.popitem(last=False)
+def _cached(cache: collections.OrderedDict, key, make: Callable[[], Any]) -> Any:
+    """``cache[key]``, made with ``make()`` on a miss; least recently used out first."""
+    if key in cache:
+        cache.move_to_end(key)
+    else:
+        cache[key] = make()
+        while len(cache) > _MAX_COMPILED:
+            cache.popitem(last=False)
+    return cache[key]
 
 
 def _compile_lowered(lowered, args: tuple) -> Any:
@@ -60,18 +64,12 @@ def _compile_lowered(lowered, args: tuple) -> Any:
     arguments on the same devices (``args``: what it was lowered with)."""
     key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
            lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)))
-    if key not in _by_program:
-        _remember(_by_program, key, lowered.compile())
-    _by_program.move_to_end(key)
-    return _by_program[key]
+    return _cached(_by_program, key, lowered.compile)
 
 
 def _compile_once(key: tuple, lower: Callable[..., Any], *args):
     """The compiled program for ``key``, from the caches or ``lower(*args).compile()``."""
-    if key not in _compiled:
-        _remember(_compiled, key, _compile_lowered(lower(*args), args))
-    _compiled.move_to_end(key)
-    return _compiled[key]
+    return _cached(_compiled, key, lambda: _compile_lowered(lower(*args), args))
 
 
 def _abstract(tree) -> tuple:

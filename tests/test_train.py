@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import jax
@@ -5,6 +6,7 @@ import numpy as np
 import pytest
 import toy_algo
 
+from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
 from jaxrl_par.train import choose_chunk, make_chunk_fn, train
 
@@ -96,10 +98,6 @@ def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch
     """The same config made again (a new Algorithm object, new functions) compiles
     nothing; a config that changes only `update` (the learning rate) reuses the init
     program and compiles a new chunk; results are those of a fresh compile."""
-    import dataclasses
-
-    from jaxrl_par import train as train_mod
-
     compiled = []
     real_compile = jax.stages.Lowered.compile
 
