@@ -165,13 +165,20 @@ def make(config: Config) -> Algorithm:
             update_count=jnp.int32(0),
         )
 
+    def to_env_action(action):
+        """What the env is stepped with: continuous actions clipped to the action space
+        (the rollout and ``act`` alike); the policy's own action is what is learned from."""
+        if spec.discrete:
+            return action
+        low, high = spec.action_bounds
+        return jnp.clip(action, low, high)
+
     def prepare(stats, obs):
         return normalize(stats, obs) if cfg.normalize_obs else obs
 
     def rollout(state: State, key: jax.Array):
         """Acts ``num_steps`` times. Returns the final env state and ``[T, N]`` records."""
         env = local_env()
-        low, high = (None, None) if spec.discrete else spec.action_bounds
         k_act, k_env = jax.random.split(key)
         # The whole rollout's action noise [T, N_local, A] drawn at once from one key (the
         # global batch's, sliced per shard; see networks.action_noise for why), and its
@@ -187,8 +194,7 @@ def make(config: Config) -> Algorithm:
             dist = network.apply(state.params, obs, method=ActorCritic.actor)
             action = dist.sample_with_noise(step_noise)
             extras = PolicyExtras(log_prob=dist.log_prob(action), value=None)
-            env_action = action if spec.discrete else jnp.clip(action, low, high)
-            env_state, ts = env.step(env_step_keys, env_state, env_action)
+            env_state, ts = env.step(env_step_keys, env_state, to_env_action(action))
             return env_state, (obs, action, extras, ts)
 
         return jax.lax.scan(step, state.env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
@@ -307,13 +313,9 @@ def make(config: Config) -> Algorithm:
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """The distribution's mode; continuous actions clipped to the action space, as in
-        the rollout (the env gets what it would get in training)."""
+        """The distribution's mode, as the env gets it (see ``to_env_action``)."""
         action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
-        if spec.discrete:
-            return action
-        low, high = spec.action_bounds
-        return jnp.clip(action, low, high)
+        return to_env_action(action)
 
     return Algorithm(
         config=cfg,
