@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--env", default=None, help="environment id (default: the algorithm's)")
     t.add_argument("--seeds", type=int, default=1, help="number of seeds, trained as one vmapped batch")
     t.add_argument("--seed", type=int, default=0, help="first seed (seeds are seed..seed+N-1)")
-    t.add_argument("--total-timesteps", type=float, default=None,
+    t.add_argument("--total-timesteps", default=None,  # parsed as the Config's int field
                    help="environment steps per seed (e.g. 5e5)")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="set any Config field, e.g. --set num_envs=16 (repeatable)")
@@ -58,7 +58,7 @@ def _config(args) -> object:
     if args.env is not None:
         overrides.append(f"env={args.env}")
     if args.total_timesteps is not None:
-        overrides.append(f"total_timesteps={int(args.total_timesteps)}")
+        overrides.append(f"total_timesteps={args.total_timesteps}")
     # dataclasses.replace re-runs __post_init__, so every override is validated.
     return apply_overrides(module.Config(), overrides)
 

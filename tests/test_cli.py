@@ -61,9 +61,17 @@ def test_cli_list(capsys):
     (["train", "ppo", "--set", "num_envs=abc"], "bad value for num_envs"),
     (["train", "ppo", "--set", "num_minibatches=5"], "num_minibatches=5 does not divide"),
     (["train", "ppo", "--env", "Cartpole"], "closest known ids: CartPole-v1"),
+    (["train", "ppo", "--total-timesteps", "2.5"], "expected a whole number, got '2.5'"),
+    (["train", "ppo", "--total-timesteps", "1e400"], "expected a whole number, got '1e400'"),
     (["train", "nope"], "unknown algorithm 'nope'"),
     (["train", "ppo", "--eval-envs", "-1"], "--eval-envs=-1: give a number of envs >= 1"),
 ])
 def test_cli_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_whole_numbers_parse_in_either_notation():
+    cfg = apply_overrides(ppo.Config(), ["total_timesteps=1e6", "num_envs=16"])
+    assert (cfg.total_timesteps, cfg.num_envs) == (1_000_000, 16)
+    assert isinstance(cfg.total_timesteps, int)

@@ -46,7 +46,13 @@ def _parse_value(text: str, annotation: Any, default: Any):
         parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
         return tuple(int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts)
     if isinstance(default, int) or kind == "int":
-        return int(float(text)) if float(text).is_integer() else int(text)
+        try:
+            return int(text)
+        except ValueError:
+            value = float(text)  # "1e6" style; "abc" raises here
+        if not value.is_integer():  # 1.5, inf, nan
+            raise ValueError(f"expected a whole number, got {text!r}")
+        return int(value)
     if isinstance(default, float) or kind == "float":
         return float(text)
     return text
