@@ -116,6 +116,8 @@ def cmd_train(args) -> int:
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
+    if result.interrupted:
+        summary["interrupted"] = True
     greedy = ""
     if args.eval_envs:
         from jaxrl_par.evaluate import greedy_returns
@@ -133,6 +135,12 @@ def cmd_train(args) -> int:
     )
     if args.json:
         print(json.dumps(summary))
+    if result.interrupted:
+        print("jaxrl-par: interrupted; "
+              + ("the same command with --resume continues from the checkpoint"
+                 if args.log_dir else "give --log-dir to be able to resume a run"),
+              file=sys.stderr)
+        return 130  # the shell's code for a run stopped by SIGINT
     return 0
 
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import checkpoint, rng
+from jaxrl_par import checkpoint, interrupt, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -91,6 +92,9 @@ class TrainResult:
         they were reused from an earlier run of the same algorithm object).
       train_seconds: wall time of the training loop, compilation excluded.
       steps_per_second: environment steps per second, all seeds together.
+      interrupted: True when Ctrl-C stopped the run early (see :func:`train`); then
+        ``metrics`` and ``env_steps`` end at the last finished chunk and ``state`` is the
+        state after it.
     """
 
     state: Any
@@ -100,6 +104,7 @@ class TrainResult:
     compile_seconds: float
     train_seconds: float
     steps_per_second: float
+    interrupted: bool = False
 
     @property
     def returns(self) -> np.ndarray:
@@ -214,6 +219,11 @@ def train(
       debug_replication: with a mesh, check after every chunk (not only at the end)
         that the data-parallel replicas did not diverge.
 
+    Ctrl-C (SIGINT) in a single-process run finishes the running chunk, logs and
+    checkpoints it, and returns a result with ``interrupted=True`` that holds everything
+    finished so far; a second Ctrl-C raises ``KeyboardInterrupt`` at once. Multi-host runs
+    keep Python's usual ``KeyboardInterrupt``.
+
     Returns:
       A :class:`TrainResult`.
     """
@@ -282,36 +292,43 @@ def train(
                    initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
     t_start = time.perf_counter()
     steps_run = 0
-    try:
-        while done_updates < num_updates:
-            state, metrics = compiled(state, jnp.int32(done_updates))
-            n_valid = min(chunk_updates, num_updates - done_updates)
-            rows = _to_host_rows(metrics, n_valid)
-            _check_finite(rows, done_updates)
-            for k, v in rows.items():
-                history.setdefault(k, []).append(v)
-            if log_dir and is_main:
-                _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
-                             algo.env_steps_per_update)
-            done_updates += n_valid
-            steps_run += n_valid
-            if sharded and debug_replication:
-                parallel.assert_is_replicated(state, where=f"after update {done_updates}")
-            if log_dir:
-                host_state = parallel.to_host(state) if sharded else state  # all processes
-                if is_main:
-                    checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
-                                                            "seeds": seed_list})
+    # Ctrl-C finishes the running chunk (see jaxrl_par.interrupt); not across hosts.
+    with interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop:
+        try:
+            while done_updates < num_updates and not stop.requested:
+                state, metrics = compiled(state, jnp.int32(done_updates))
+                n_valid = min(chunk_updates, num_updates - done_updates)
+                rows = _to_host_rows(metrics, n_valid)
+                _check_finite(rows, done_updates)
+                for k, v in rows.items():
+                    history.setdefault(k, []).append(v)
+                if log_dir and is_main:
+                    _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
+                                 algo.env_steps_per_update)
+                done_updates += n_valid
+                steps_run += n_valid
+                if sharded and debug_replication:
+                    parallel.assert_is_replicated(state, where=f"after update {done_updates}")
+                if log_dir:
+                    host_state = parallel.to_host(state) if sharded else state  # all processes
+                    if is_main:
+                        checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
+                                                                "seeds": seed_list})
+                if bar is not None:
+                    bar.update(n_valid * algo.env_steps_per_update)
+                    ret = rows["episode_return"]
+                    if np.any(~np.isnan(ret)):
+                        bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
+                if callback is not None:
+                    callback(done_updates, rows)
+        finally:
             if bar is not None:
-                bar.update(n_valid * algo.env_steps_per_update)
-                ret = rows["episode_return"]
-                if np.any(~np.isnan(ret)):
-                    bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
-            if callback is not None:
-                callback(done_updates, rows)
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
+    interrupted = done_updates < num_updates
+    if interrupted:
+        print(f"jaxrl_par: interrupted after {done_updates} of {num_updates} updates"
+              + (f"; train(..., log_dir={log_dir!r}, resume=True) continues" if log_dir
+                 else ""), file=sys.stderr)
     train_seconds = time.perf_counter() - t_start
     if sharded:
         parallel.assert_is_replicated(state, where="after training")
@@ -320,11 +337,12 @@ def train(
     return TrainResult(
         state=state,
         metrics=metrics,
-        env_steps=(np.arange(num_updates) + 1) * algo.env_steps_per_update,
+        env_steps=(np.arange(done_updates) + 1) * algo.env_steps_per_update,
         seeds=seed_list,
         compile_seconds=compile_seconds,
         train_seconds=train_seconds,
         steps_per_second=total_steps / max(train_seconds, 1e-9),
+        interrupted=interrupted,
     )
 
 

@@ -75,3 +75,22 @@ def test_whole_numbers_parse_in_either_notation():
     cfg = apply_overrides(ppo.Config(), ["total_timesteps=1e6", "num_envs=16"])
     assert (cfg.total_timesteps, cfg.num_envs) == (1_000_000, 16)
     assert isinstance(cfg.total_timesteps, int)
+
+
+def test_cli_reports_an_interrupted_run(monkeypatch, capsys):
+    """A run that Ctrl-C stopped (`TrainResult.interrupted`) exits 130, marks the JSON and
+    says how to continue."""
+    from jaxrl_par.train import TrainResult
+
+    def interrupted_train(algo, seeds, **kw):
+        return TrainResult(state=None, metrics={"episode_return": np.full((1, 3), 20.0)},
+                           env_steps=np.arange(1, 4) * 512, seeds=list(seeds),
+                           compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
+                           interrupted=True)
+
+    monkeypatch.setattr("jaxrl_par.train.train", interrupted_train)  # cmd_train imports it
+    assert main(["train", "ppo", "--json", "--log-dir", "runs/x"]) == 130
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["interrupted"] is True and summary["env_steps"] == 3 * 512
+    assert "the same command with --resume continues" in err

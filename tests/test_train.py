@@ -1,5 +1,6 @@
 import dataclasses
 import os
+import signal
 
 import jax
 import numpy as np
@@ -139,6 +140,59 @@ def test_resume_equals_never_stopping(tmp_path):
     np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
     with open(os.path.join(log, "metrics.jsonl")) as f:
         assert len(f.readlines()) == 23
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """SIGINT raises KeyboardInterrupt, as in a terminal or notebook, whatever the test
+    runner installed (restored afterwards)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_finishes_the_running_chunk_and_keeps_it(tmp_path, python_sigint_handler):
+    """The first Ctrl-C stops the run after the chunk in flight: the result holds the
+    state and metrics up to it, the checkpoint is that chunk's, and resuming from it
+    equals never stopping. The handler is removed afterwards."""
+    algo = toy_algo.make(TOY)
+    full = train(algo, [0, 1], num_chunks=4, progress=False)
+    log = str(tmp_path / "run")
+    chunks = []
+
+    def ctrl_c_in_second_chunk(done, rows):
+        chunks.append(done)
+        if len(chunks) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        part = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log,
+                     callback=ctrl_c_in_second_chunk)
+    except KeyboardInterrupt:
+        pytest.fail("the first Ctrl-C raised instead of stopping after the chunk")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    done = chunks[-1]
+    assert part.interrupted and len(chunks) == 2 and 0 < done < algo.num_updates
+    assert part.metrics["loss"].shape == (2, done) and len(part.env_steps) == done
+    np.testing.assert_array_equal(part.metrics["loss"], full.metrics["loss"][:, :done])
+    with open(os.path.join(log, "metrics.jsonl")) as f:
+        assert len(f.readlines()) == done
+    resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
+    assert not resumed.interrupted
+    _assert_trees_equal(full.state.params, resumed.state.params)
+    np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
+
+
+def test_second_ctrl_c_raises_at_once(python_sigint_handler):
+    algo = toy_algo.make(TOY)
+
+    def ctrl_c_twice(done, rows):
+        os.kill(os.getpid(), signal.SIGINT)  # stop after this chunk
+        os.kill(os.getpid(), signal.SIGINT)  # no: now
+
+    with pytest.raises(KeyboardInterrupt):
+        train(algo, [0], num_chunks=4, progress=False, callback=ctrl_c_twice)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_nan_loss_raises_clear_error():
