@@ -243,23 +243,31 @@ def train(
         factory = sharded.chunk_fn_factory
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
 
+    show = progress and is_main
+    if show:  # the first run of a program compiles for seconds before the bar moves
+        print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
+              f"chunks of {chunk_updates}...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
-        if sharded:
-            state = sharded.init(keys)
-            args = (state, jnp.int32(0))
-            compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
-        else:
-            init = _compile_once(("init", algo.init, _abstract(keys)),
-                                 jax.jit(jax.vmap(algo.init)).lower, keys)
-            state = init(keys)
-            compiled = _compile_once(
-                ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
-                 _abstract(state)),
-                lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-                .lower(*args), state, jnp.int32(0))
-    jax.block_until_ready(state)
-    compile_seconds = time.perf_counter() - t0
+    try:
+        with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
+            if sharded:
+                state = sharded.init(keys)
+                args = (state, jnp.int32(0))
+                compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
+            else:
+                init = _compile_once(("init", algo.init, _abstract(keys)),
+                                     jax.jit(jax.vmap(algo.init)).lower, keys)
+                state = init(keys)
+                compiled = _compile_once(
+                    ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
+                     _abstract(state)),
+                    lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+                    .lower(*args), state, jnp.int32(0))
+        jax.block_until_ready(state)
+    finally:  # the line ends, and the time shows, also when compiling fails
+        compile_seconds = time.perf_counter() - t0
+        if show:
+            print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
 
     done_updates = 0
     history: dict[str, list[np.ndarray]] = {}
@@ -285,7 +293,7 @@ def train(
                        "seeds": seed_list, "num_updates": num_updates}, f, indent=1)
 
     bar = None
-    if progress and is_main:
+    if show:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=num_updates * algo.env_steps_per_update, unit="step", unit_scale=True,

@@ -195,6 +195,17 @@ def test_second_ctrl_c_raises_at_once(python_sigint_handler):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
+    algo = toy_algo.make(TOY)
+    result = train(algo, [0, 1], num_chunks=4, progress=True)
+    err = capsys.readouterr().err
+    head, _, rest = err.partition("\n")
+    assert head.startswith("jaxrl_par: compiling 2 seed(s) x 23 updates in chunks of 6...")
+    assert head.endswith(f" {result.compile_seconds:.1f} s")
+    steps = algo.num_updates * algo.env_steps_per_update
+    assert f"{steps}/{steps}" in rest  # then the bar, to the end
+
+
 def test_nan_loss_raises_clear_error():
     algo = toy_algo.make(TOY)
     orig = algo.update
