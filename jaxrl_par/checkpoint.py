@@ -32,6 +32,12 @@ def save(path: str, state: Any, meta: dict | None = None) -> None:
     os.replace(tmp, path)
 
 
+def read_meta(path: str) -> dict:
+    """The JSON ``meta`` dict of a checkpoint, without reading its arrays."""
+    with np.load(path) as data:
+        return json.loads(bytes(data["meta"]).decode())
+
+
 def load(path: str, template: Any) -> tuple[Any, dict]:
     """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``."""
     with np.load(path) as data:

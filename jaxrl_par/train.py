@@ -242,6 +242,11 @@ def train(
         sharded = parallel.Sharded(algo, mesh)
         factory = sharded.chunk_fn_factory
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
+    ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
+    record = _config_record(algo)
+    resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
+    if resuming:  # before compiling: a mismatch is an error, not minutes of work
+        _check_resumable(ckpt_path, checkpoint.read_meta(ckpt_path), seed_list, record)
 
     show = progress and is_main
     if show:  # the first run of a program compiles for seconds before the bar moves
@@ -271,17 +276,14 @@ def train(
 
     done_updates = 0
     history: dict[str, list[np.ndarray]] = {}
-    ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
     if log_dir:
         if is_main:
             os.makedirs(log_dir, exist_ok=True)
-        if resume and os.path.exists(ckpt_path):
+        if resuming:
             state, meta = checkpoint.load(ckpt_path, state)
             if sharded:
                 state = sharded.place(state)
             done_updates = int(meta["updates_done"])
-            if meta.get("seeds") != seed_list:
-                raise ValueError(f"checkpoint seeds {meta.get('seeds')} != requested {seed_list}")
             history = _read_history(os.path.join(log_dir, METRICS), done_updates, is_main)
         elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
@@ -321,7 +323,8 @@ def train(
                     host_state = parallel.to_host(state) if sharded else state  # all processes
                     if is_main:
                         checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
-                                                                "seeds": seed_list})
+                                                                "seeds": seed_list,
+                                                                "config": record})
                 if bar is not None:
                     bar.update(n_valid * algo.env_steps_per_update)
                     ret = rows["episode_return"]
@@ -352,6 +355,37 @@ def train(
         steps_per_second=total_steps / max(train_seconds, 1e-9),
         interrupted=interrupted,
     )
+
+
+# Config fields that may differ between a run and its resumption: how the run is laid
+# out over devices (data parallelism gives the one-device result; tests/test_parallel*).
+RESUMABLE_CHANGES = frozenset({"axis_name"})
+
+
+def _config_record(algo: Algorithm) -> dict:
+    """The algorithm's config class and fields as JSON values (tuples become lists)."""
+    cfg = algo.config
+    fields = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
+    record = {"config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}", **fields}
+    return json.loads(json.dumps(_jsonable(record)))
+
+
+def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict) -> None:
+    """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
+    these seeds and config (checkpoints without a config record are not compared)."""
+    if meta.get("seeds") != seeds:
+        raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
+                         "resume with the same seeds, or give a new log dir")
+    saved = meta.get("config")
+    if saved is None:
+        return
+    changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
+               for k in sorted(set(saved) | set(record))
+               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)]
+    if changed:
+        raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
+                         "resume with the run's settings (config.json beside it), or give a "
+                         "new log dir")
 
 
 def _jsonable(x):

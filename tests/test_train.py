@@ -195,6 +195,26 @@ def test_second_ctrl_c_raises_at_once(python_sigint_handler):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
+    """A checkpoint continues only the run that wrote it: another config (a longer run,
+    whose learning-rate schedule differs, or a changed field) or other seeds is an error
+    naming what differs, raised before anything compiles."""
+    log = str(tmp_path / "run")
+    train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False, log_dir=log)
+
+    def no_compile(self, *a, **k):
+        raise AssertionError("compiled before checking the checkpoint")
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", no_compile)
+    longer = dataclasses.replace(TOY, total_timesteps=2 * TOY.total_timesteps,
+                                 learning_rate=0.1)
+    with pytest.raises(ValueError, match=r"learning_rate=0.05 there, 0.1 now; "
+                                         r"total_timesteps=368 there, 736 now"):
+        train(toy_algo.make(longer), [0, 1], log_dir=log, resume=True, progress=False)
+    with pytest.raises(ValueError, match=r"holds seeds \[0, 1\], this run asks for \[0, 2\]"):
+        train(toy_algo.make(TOY), [0, 2], log_dir=log, resume=True, progress=False)
+
+
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
     algo = toy_algo.make(TOY)
     result = train(algo, [0, 1], num_chunks=4, progress=True)
