@@ -182,6 +182,27 @@ def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
             )
 
 
+def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
+           chunk_updates: int) -> tuple[Any, Any]:
+    """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
+    compiled chunk, from the program caches where they hold them."""
+    with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
+        if sharded:
+            state = sharded.init(keys)
+            args = (state, jnp.int32(0))
+            compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
+        else:
+            init = _compile_once(("init", algo.init, _abstract(keys)),
+                                 jax.jit(jax.vmap(algo.init)).lower, keys)
+            state = init(keys)
+            compiled = _compile_once(
+                ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
+                 _abstract(state)),
+                lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+                .lower(*args), state, jnp.int32(0))
+    return jax.block_until_ready(state), compiled
+
+
 def train(
     algo: Algorithm,
     seeds: int | Sequence[int] | jax.Array = 0,
@@ -254,21 +275,7 @@ def train(
               f"chunks of {chunk_updates}...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
-            if sharded:
-                state = sharded.init(keys)
-                args = (state, jnp.int32(0))
-                compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
-            else:
-                init = _compile_once(("init", algo.init, _abstract(keys)),
-                                     jax.jit(jax.vmap(algo.init)).lower, keys)
-                state = init(keys)
-                compiled = _compile_once(
-                    ("chunk", factory, algo.init, algo.update, num_updates, chunk_updates,
-                     _abstract(state)),
-                    lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-                    .lower(*args), state, jnp.int32(0))
-        jax.block_until_ready(state)
+        state, compiled = _build(algo, keys, factory, sharded, chunk_updates)
     finally:  # the line ends, and the time shows, also when compiling fails
         compile_seconds = time.perf_counter() - t0
         if show:

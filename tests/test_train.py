@@ -191,7 +191,7 @@ def test_second_ctrl_c_raises_at_once(python_sigint_handler):
         os.kill(os.getpid(), signal.SIGINT)  # no: now
 
     with pytest.raises(KeyboardInterrupt):
-        train(algo, [0], num_chunks=4, progress=False, callback=ctrl_c_twice)
+        train(algo, [0, 1], num_chunks=4, progress=False, callback=ctrl_c_twice)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
