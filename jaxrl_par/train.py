@@ -297,9 +297,8 @@ def train(
                 pass
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
-            json.dump({"config": _jsonable(dataclasses.asdict(algo.config)
-                                           if dataclasses.is_dataclass(algo.config) else {}),
-                       "seeds": seed_list, "num_updates": num_updates}, f, indent=1)
+            json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates}, f,
+                      indent=1)
 
     bar = None
     if show:
