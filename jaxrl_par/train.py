@@ -15,6 +15,7 @@ uses, e.g. the learning rate): it is traced and lowered, but not compiled again.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -308,44 +309,41 @@ def train(
                    initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
     t_start = time.perf_counter()
     steps_run = 0
-    # Ctrl-C finishes the running chunk (see jaxrl_par.interrupt); not across hosts.
-    with interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop:
-        try:
-            while done_updates < num_updates and not stop.requested:
-                state, metrics = compiled(state, jnp.int32(done_updates))
-                n_valid = min(chunk_updates, num_updates - done_updates)
-                rows = _to_host_rows(metrics, n_valid)
-                _check_finite(rows, done_updates)
-                for k, v in rows.items():
-                    history.setdefault(k, []).append(v)
-                if log_dir and is_main:
-                    _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
-                                 algo.env_steps_per_update)
-                done_updates += n_valid
-                steps_run += n_valid
-                if sharded and debug_replication:
-                    parallel.assert_is_replicated(state, where=f"after update {done_updates}")
-                if log_dir:
-                    host_state = parallel.to_host(state) if sharded else state  # all processes
-                    if is_main:
-                        checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
-                                                                "seeds": seed_list,
-                                                                "config": record})
-                if bar is not None:
-                    bar.update(n_valid * algo.env_steps_per_update)
-                    ret = rows["episode_return"]
-                    if np.any(~np.isnan(ret)):
-                        bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
-                if callback is not None:
-                    callback(done_updates, rows)
-        finally:
+    # Ctrl-C finishes the running chunk (see jaxrl_par.interrupt); not across hosts. The
+    # bar closes however the loop ends.
+    with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
+          bar if bar is not None else contextlib.nullcontext()):
+        while done_updates < num_updates and not stop.requested:
+            state, metrics = compiled(state, jnp.int32(done_updates))
+            n_valid = min(chunk_updates, num_updates - done_updates)
+            rows = _to_host_rows(metrics, n_valid)
+            _check_finite(rows, done_updates)
+            for k, v in rows.items():
+                history.setdefault(k, []).append(v)
+            if log_dir and is_main:
+                _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
+                             algo.env_steps_per_update)
+            done_updates += n_valid
+            steps_run += n_valid
+            if sharded and debug_replication:
+                parallel.assert_is_replicated(state, where=f"after update {done_updates}")
+            if log_dir:
+                host_state = parallel.to_host(state) if sharded else state  # all processes
+                if is_main:
+                    checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
+                                                            "seeds": seed_list,
+                                                            "config": record})
             if bar is not None:
-                bar.close()
+                bar.update(n_valid * algo.env_steps_per_update)
+                ret = rows["episode_return"]
+                if np.any(~np.isnan(ret)):
+                    bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
+            if callback is not None:
+                callback(done_updates, rows)
     interrupted = done_updates < num_updates
     if interrupted:
-        print(f"jaxrl_par: interrupted after {done_updates} of {num_updates} updates"
-              + (f"; train(..., log_dir={log_dir!r}, resume=True) continues" if log_dir
-                 else ""), file=sys.stderr)
+        print(f"jaxrl_par: interrupted after {done_updates} of {num_updates} updates",
+              file=sys.stderr)  # how to resume: interrupt.MESSAGE, printed at the Ctrl-C
     train_seconds = time.perf_counter() - t_start
     if sharded:
         parallel.assert_is_replicated(state, where="after training")
