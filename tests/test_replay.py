@@ -50,8 +50,9 @@ def draw_counts(buf, state, n_calls, batch_size, seed=0):
 
 
 def test_packed_rows_round_trip_every_dtype():
-    """Leaves of whole 32-bit words go to the uint32 rows, the other bytes to the uint8
-    tail; adding and reading back gives the same values and dtypes, with no padding."""
+    """Leaves that fill whole 32-bit words (of any dtype) go to the uint32 rows, the other
+    bytes to the uint8 tail; adding and reading back gives the same values and dtypes,
+    with no padding."""
     rng = np.random.default_rng(0)
     example = {
         "f32": jnp.zeros(3, jnp.float32), "i32": jnp.int32(0), "done": jnp.bool_(False),
@@ -74,6 +75,11 @@ def test_packed_rows_round_trip_every_dtype():
     buf = replay.uniform(capacity=10)
     state = buf.add(buf.init(example), jax.tree.map(jnp.asarray, items))
     assert state.data_nbytes == 10 * sum(x[0].nbytes for x in items.values())
+    leaves = jax.tree_util.tree_flatten_with_path(example)[0]
+    in_words = {jax.tree_util.keystr(p)[2:-2]: slot.in_words
+                for (p, _), slot in zip(leaves, state.layout.slots)}
+    assert in_words == {"f32": True, "i32": True, "img": True, "pair": True, "flags": True,
+                        "done": False, "odd": False, "half": False, "i16": False}
     data = state.data
     for name, want in items.items():
         assert data[name].dtype == want.dtype and data[name].shape == (10, *want.shape[1:])
