@@ -2,6 +2,9 @@
 
 >>> from jaxrl_par import replay
 >>> buf = replay.prioritized(capacity=2**10, alpha=0.6)   # or replay.uniform(capacity)
+
+Outside jit, write with the state donated (``jax.jit(buf.add, donate_argnums=0)``):
+a plain call copies the whole buffer (see :class:`Buffer`).
 """
 
 from jaxrl_par.replay.global_sample import (
