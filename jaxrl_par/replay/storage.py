@@ -10,7 +10,7 @@ array `[capacity, W]`; the other leaves (a bool flag, three uint8, a float16...)
 for byte into a uint8 `tail` array `[capacity, T]`; no padding, so the state holds exactly
 the transition bytes. Images live in words because XLA:CPU gathers a `[k, 10, 10, 4]`
 uint8 leaf byte by byte with the row index arithmetic of each byte, and `[k, 100]` words
-bit-cast to bytes ~3x faster: `get` of 1,024 MinAtar transitions 640 -> 218 us, against
+bit-cast to bytes ~3x faster: `get` of 1,024 MinAtar transitions 663 -> 219 us, against
 `add` of 256 at 15 -> 23 us (XLA packs bytes into a word with a small reduce; shifts and
 ors written out were no faster). Interleaved on one core, 2026-12-02.
 `add` writes one row block per array instead of one scatter per leaf; `get` gathers each
