@@ -187,3 +187,8 @@ def test_find_with_mass_returns_the_leaf_mass():
     np.testing.assert_array_equal(found, find_jit(tree, targets))
     np.testing.assert_array_equal(found_mass, mass[np.asarray(found)])
     assert (np.asarray(found_mass) > 0).all()
+    # `after` only orders the search: any value, even negative or NaN, finds the same.
+    for after in (float(sum_tree.minimum(tree)), -1.0, 0.0, np.inf, np.nan):
+        got, got_mass = jax.jit(sum_tree.find_with_mass)(tree, targets, jnp.float32(after))
+        np.testing.assert_array_equal(got, found)
+        np.testing.assert_array_equal(got_mass, found_mass)

@@ -36,7 +36,7 @@ cumulative mass exceeds the residual target. If rounding leaves the residual at 
 the children's total, the search clamps to the last child with positive mass, so a search
 can only end on a leaf with positive mass (when the total is positive). The levels run in
 a `fori_loop`: on CPU an unrolled descent gets fused into a few kernels that recompute all
-the levels above, which is slower than one small kernel pair per level.
+the levels above, which is slower than a few small kernels per level.
 """
 
 from __future__ import annotations
@@ -357,9 +357,9 @@ def _descend(
     on one core, `find_with_mass` for 256 / 1024 draws took 13.4 / 44.8 us with the packed
     carry and 10.1 / 35.7 us this way, with the same leaves and masses.
 
-    `after` (float32 `[]`, optional, a min-positive mass: never negative) enters the
-    first node index as `after < 0`, i.e. 0: it only makes the search, and so anything
-    that uses its indices, come after `after` (see `find_with_mass`).
+    `after` (float32 `[]`, optional) enters the first node index as `_zero_after(after)`:
+    it only makes the search, and so anything that uses its indices, come after `after`
+    (see `find_with_mass`).
     """
     k, sizes = tree.branching, tree.sizes
     _, starts, _ = _layout(sizes, k)
@@ -408,12 +408,21 @@ def _descend(
     # mesh axes as the carry the levels return (which follows the targets).
     node = jnp.zeros_like(residual, jnp.int32)
     if after is not None:
-        node = node + (jnp.asarray(after) < 0).astype(jnp.int32)
+        node = node + _zero_after(jnp.asarray(after))
     leaf, _ = jax.lax.fori_loop(0, len(sizes), level, (node, residual))
     mass = jax.lax.gather(flat, leaf[:, None], rows, slice_sizes=(1,), mode=promise)[:, 0]
-    # `+ (mass < 0)`, i.e. + 0 (masses are never negative): the indices come after this
-    # read of the tree too, so an update at them can write in place.
-    return leaf + (mass < 0).astype(jnp.int32), mass
+    # The indices come after this read of the tree too, so an update at them (sample then
+    # update_priorities in one program) can write the tree in place.
+    return leaf + _zero_after(mass), mass
+
+
+def _zero_after(x: jax.Array) -> jax.Array:
+    """int32 zeros shaped like `x` that XLA must compute from `x` (`x < 0 and x > 0` is
+    false for every float, NaN included, and XLA does not fold it): an ordering edge.
+
+    XLA:CPU orders the reads and in-place writes of a buffer by data dependence alone.
+    """
+    return ((x < 0) & (x > 0)).astype(jnp.int32)
 
 
 def find(tree: SumMinTree, targets: jax.Array) -> jax.Array:
