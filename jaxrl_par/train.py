@@ -204,6 +204,22 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     return jax.block_until_ready(state), compiled
 
 
+def _check_log_dir(log_dir: str | None, resume: bool) -> None:
+    """Before compiling: ``resume`` needs a log dir, and a log dir that holds a run (a
+    checkpoint or logged updates) is only continued, never overwritten by a fresh one."""
+    if resume and not log_dir:
+        raise ValueError("resume=True needs the log_dir of the run to continue "
+                         "(--resume with --log-dir DIR)")
+    if not log_dir or resume:
+        return
+    metrics = os.path.join(log_dir, METRICS)
+    if (os.path.exists(os.path.join(log_dir, CHECKPOINT))
+            or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
+        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINT}, {METRICS}); "
+                         "continue it with resume=True (--resume), or give another log dir "
+                         "(or delete this one) to start anew")
+
+
 def train(
     algo: Algorithm,
     seeds: int | Sequence[int] | jax.Array = 0,
@@ -226,7 +242,9 @@ def train(
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
         and ``checkpoint.npz`` (after every chunk).
-      resume: continue from ``log_dir``'s checkpoint if there is one.
+      resume: continue from ``log_dir``'s checkpoint if there is one (needs ``log_dir``).
+        Without it, a ``log_dir`` that already holds a run is an error: a fresh run
+        never overwrites another's logs and checkpoint.
       progress: show a tqdm progress bar.
       callback: ``callback(updates_done, chunk_metrics)`` after each chunk.
       chunk_fn_factory: replaces :func:`make_chunk_fn` (``jaxrl_par.parallel`` uses it to
@@ -266,6 +284,7 @@ def train(
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
     record = _config_record(algo)
+    _check_log_dir(log_dir, resume)
     resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
         _check_resumable(ckpt_path, checkpoint.read_meta(ckpt_path), seed_list, record)

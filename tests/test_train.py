@@ -198,7 +198,8 @@ def test_second_ctrl_c_raises_at_once(python_sigint_handler):
 def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     """A checkpoint continues only the run that wrote it: another config (a longer run,
     whose learning-rate schedule differs, or a changed field) or other seeds is an error
-    naming what differs, raised before anything compiles."""
+    naming what differs, raised before anything compiles; so are a fresh run into a log
+    dir that holds one and a resume without a log dir."""
     log = str(tmp_path / "run")
     train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False, log_dir=log)
 
@@ -213,6 +214,13 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
         train(toy_algo.make(longer), [0, 1], log_dir=log, resume=True, progress=False)
     with pytest.raises(ValueError, match=r"holds seeds \[0, 1\], this run asks for \[0, 2\]"):
         train(toy_algo.make(TOY), [0, 2], log_dir=log, resume=True, progress=False)
+    # The same run again without resume would overwrite the logs and checkpoint: refused.
+    logged = open(os.path.join(log, "metrics.jsonl")).read()
+    with pytest.raises(ValueError, match=r"already holds a run .* resume=True \(--resume\)"):
+        train(toy_algo.make(TOY), [0, 1], log_dir=log, progress=False)
+    assert open(os.path.join(log, "metrics.jsonl")).read() == logged
+    with pytest.raises(ValueError, match=r"resume=True needs the log_dir"):
+        train(toy_algo.make(TOY), [0, 1], resume=True, progress=False)
 
 
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
