@@ -84,6 +84,11 @@ def cmd_train(args) -> int:
     if args.eval_envs < 0:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
                          "no evaluation")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds={args.seeds}: give the number of seeds to train, >= 1 "
+                         "(--seed sets the first one)")
+    if args.chunks < 1:
+        raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
     _start_hosts(args)
     module = algos.get(args.algo)
     cfg = _config(args)

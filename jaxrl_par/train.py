@@ -141,7 +141,8 @@ def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[i
         seeds = [int(seeds)]
     seeds = [int(s) for s in seeds]
     if not seeds:
-        raise ValueError("no seeds given")
+        raise ValueError("no seeds given: pass a seed (0), a list of seeds ([0, 1, 2]) "
+                         "or [S] PRNG keys")
     return jnp.stack([jax.random.key(s) for s in seeds]), seeds
 
 
@@ -267,6 +268,10 @@ def train(
     Returns:
       A :class:`TrainResult`.
     """
+    if isinstance(num_chunks, bool) or not isinstance(num_chunks, (int, np.integer)) \
+            or num_chunks < 1:
+        raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
+                         "round-trips (progress, logs, checkpoints), an int >= 1")
     keys, seed_list = seed_keys(seeds)
     num_updates = algo.num_updates
     chunk_updates = choose_chunk(num_updates, num_chunks)

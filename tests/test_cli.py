@@ -65,6 +65,8 @@ def test_cli_list(capsys):
     (["train", "ppo", "--total-timesteps", "1e400"], "expected a whole number, got '1e400'"),
     (["train", "nope"], "unknown algorithm 'nope'"),
     (["train", "ppo", "--eval-envs", "-1"], "--eval-envs=-1: give a number of envs >= 1"),
+    (["train", "ppo", "--seeds", "0"], "--seeds=0: give the number of seeds to train, >= 1"),
+    (["train", "ppo", "--chunks", "0"], "--chunks=0: give the number of host round-trips"),
 ])
 def test_cli_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2

@@ -247,6 +247,18 @@ def test_nan_loss_raises_clear_error():
         train(algo._replace(update=poisoned), 0, num_chunks=2, progress=False)
 
 
+@pytest.mark.parametrize("kwargs,message", [
+    ({"num_chunks": 0}, "num_chunks=0; give the number of host round-trips"),
+    ({"num_chunks": 2.5}, "num_chunks=2.5"),
+    ({"seeds": []}, "no seeds given: pass a seed"),
+])
+def test_bad_run_arguments_are_clear_errors(kwargs, message):
+    """Checked before anything compiles (num_chunks <= 0 used to run as one chunk)."""
+    algo = toy_algo.make(TOY)
+    with pytest.raises(ValueError, match=message):
+        train(algo, **{"seeds": 0, "progress": False, **kwargs})
+
+
 def test_make_chunk_fn_masks_past_the_end():
     algo = toy_algo.make(TOY)  # 23 updates
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
