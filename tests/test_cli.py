@@ -25,8 +25,11 @@ def test_cli_train_end_to_end_json(tmp_path):
            "--seeds", "2", "--total-timesteps", "20480", "--set", "num_envs=8",
            "--set", "num_steps=32", "--set", "num_minibatches=2", "--log-dir", str(log),
            "--eval-envs", "4", "--json", "--no-progress"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the CLI's default compile cache
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
+    assert os.listdir(tmp_path / "cache" / "jaxrl_par" / "xla")  # compiled programs kept
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
                             "final_return_std", "steps_per_second", "compile_seconds",
@@ -73,6 +76,19 @@ def test_cli_errors_are_clear(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_compile_cache_dir_follows_jax_then_xdg(monkeypatch, tmp_path):
+    from jaxrl_par.cli import compile_cache_dir
+
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache_dir() == str(tmp_path / "jax")
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    assert compile_cache_dir() == str(tmp_path / "xdg" / "jaxrl_par" / "xla")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compile_cache_dir() == str(tmp_path / "home" / ".cache" / "jaxrl_par" / "xla")
+
+
 def test_whole_numbers_parse_in_either_notation():
     cfg = apply_overrides(ppo.Config(), ["total_timesteps=1e6", "num_envs=16"])
     assert (cfg.total_timesteps, cfg.num_envs) == (1_000_000, 16)
@@ -91,7 +107,7 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys):
                            interrupted=True)
 
     monkeypatch.setattr("jaxrl_par.train.train", interrupted_train)  # cmd_train imports it
-    assert main(["train", "ppo", "--json", "--log-dir", "runs/x"]) == 130
+    assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--no-compile-cache"]) == 130
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["interrupted"] is True and summary["env_steps"] == 3 * 512
