@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from typing import Any
 
 import jax
@@ -12,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _is_key(x) -> bool:
+def is_key(x) -> bool:
+    """True for a typed PRNG key array (saved as its key data)."""
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
@@ -20,7 +22,7 @@ def save(path: str, state: Any, meta: dict | None = None) -> None:
     """Writes ``state`` (any pytree of arrays) and a JSON ``meta`` dict atomically."""
     leaves = jax.tree.leaves(state)
     arrays = {
-        f"leaf_{i}": np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+        f"leaf_{i}": np.asarray(jax.random.key_data(x) if is_key(x) else x)
         for i, x in enumerate(leaves)
     }
     arrays["meta"] = np.frombuffer(json.dumps(meta or {}).encode(), dtype=np.uint8)
@@ -38,6 +40,21 @@ def read_meta(path: str) -> dict:
         return json.loads(bytes(data["meta"]).decode())
 
 
+def leaf_shapes(path: str) -> list[tuple[int, ...]]:
+    """The shapes of a checkpoint's arrays in leaf order (PRNG keys as their ``[..., 2]``
+    key data), read from the file's headers without reading the arrays."""
+    shapes = []
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        while f"leaf_{len(shapes)}.npy" in names:
+            with z.open(f"leaf_{len(shapes)}.npy") as f:
+                version = np.lib.format.read_magic(f)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shapes.append(tuple(read(f)[0]))
+    return shapes
+
+
 def load(path: str, template: Any) -> tuple[Any, dict]:
     """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``."""
     with np.load(path) as data:
@@ -50,7 +67,7 @@ def load(path: str, template: Any) -> tuple[Any, dict]:
         restored = []
         for i, t in enumerate(leaves):
             x = data[f"leaf_{i}"]
-            if _is_key(t):
+            if is_key(t):
                 restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=jax.random.key_impl(t)))
             else:
                 if x.shape != np.shape(t):

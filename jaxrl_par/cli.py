@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     par.add_argument("--process-id", type=int, default=None, help="multi-host: this process")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
+    ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
+    ev.add_argument("log_dir", help="the run's --log-dir (holds checkpoint.npz)")
+    ev.add_argument("--eval-envs", type=int, default=8, metavar="N",
+                    help="one greedy episode in each of N envs per seed (default 8)")
+    ev.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     sub.add_parser("list", help="list algorithms and environments")
     return p
 
@@ -177,6 +182,34 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from jaxrl_par.evaluate import greedy_returns
+    from jaxrl_par.runs import load_run
+
+    if args.eval_envs < 1:
+        raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1")
+    run = load_run(args.log_dir)
+    returns = greedy_returns(run.algo, run.state, num_envs=args.eval_envs)
+    cfg = run.algo.config
+    summary = {
+        "algo": run.name,
+        "env": cfg.env,
+        "seeds": run.seeds,
+        "updates_done": run.updates_done,
+        "num_updates": run.algo.num_updates,
+        "greedy_return": float(np.mean(returns)),
+        "greedy_return_std": float(np.std(returns)),
+        "greedy_returns": [float(x) for x in returns],
+    }
+    print(f"{run.name} on {cfg.env} ({args.log_dir}, update {run.updates_done} of "
+          f"{run.algo.num_updates}, seeds {run.seeds}): greedy return "
+          f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "
+          f"({args.eval_envs} episodes per seed)", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
 def cmd_list(args) -> int:
     from jaxrl_par import envs
 
@@ -194,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return cmd_train(args)
+        if args.command == "eval":
+            return cmd_eval(args)
         return cmd_list(args)
-    except (ValueError, FloatingPointError) as e:
+    except (ValueError, FloatingPointError, FileNotFoundError) as e:
         print(f"jaxrl-par: error: {e}", file=sys.stderr)
         return 2
 

@@ -12,11 +12,12 @@ from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
 from jaxrl_par.evaluate import greedy_returns
+from jaxrl_par.runs import config_from_record, load_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_cli_train_end_to_end_json(tmp_path):
+def test_cli_train_end_to_end_json(tmp_path, capsys):
     """`python -m jaxrl_par train ppo ... --json` in a subprocess: the last stdout line is
     the JSON summary, the log dir holds config, metrics and checkpoint, and the greedy
     return (`--eval-envs`) is that of the checkpointed state, recomputed here."""
@@ -51,6 +52,43 @@ def test_cli_train_end_to_end_json(tmp_path):
     assert summary["greedy_return"] == pytest.approx(float(np.mean(greedy)), rel=1e-6)
     assert summary["greedy_return_std"] == pytest.approx(float(np.std(greedy)), rel=1e-6,
                                                          abs=1e-9)
+    # The log dir alone rebuilds the same algorithm and state (`load_run`, `jaxrl-par eval`).
+    run = load_run(str(log))
+    assert (run.name, run.seeds, run.updates_done) == ("ppo", [0, 1], 20480 // (8 * 32))
+    assert run.algo.config == cfg  # hidden_sizes back as a tuple, every field equal
+    same = lambda a, b: np.testing.assert_array_equal(
+        *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
+    jax.tree.map(same, run.state, state)
+    assert main(["eval", str(log), "--eval-envs", "4", "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert evaluated["greedy_return"] == pytest.approx(summary["greedy_return"], rel=1e-6)
+    assert evaluated["greedy_returns"] == pytest.approx([float(x) for x in greedy], rel=1e-6)
+    assert (evaluated["updates_done"], evaluated["num_updates"]) == (80, 80)
+
+
+def test_load_run_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="checkpoint.npz does not exist"):
+        load_run(str(tmp_path))
+    record = {"config_class": "jaxrl_par.algos.ppo.Config", "env": "CartPole-v1",
+              "num_envz": 3}
+    with pytest.raises(ValueError, match=r"fields \['num_envz'\] that .*ppo.Config lacks"):
+        config_from_record(record)
+    with pytest.raises(ValueError, match="is not a jaxrl_par algorithm's Config"):
+        config_from_record({"config_class": "os.system"})
+    name, cfg = config_from_record({"config_class": "jaxrl_par.algos.dqn.Config",
+                                    "hidden_sizes": [32, 16], "axis_name": "data"})
+    assert name == "dqn" and cfg.hidden_sizes == (32, 16) and cfg.axis_name is None
+    # A mesh run's checkpoint holds [S, D, ...] leaves (D data shards).
+    from jaxrl_par.train import _config_record
+
+    algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
+                               total_timesteps=64))
+    state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
+    sharded = jax.tree.map(lambda x: jax.numpy.stack([x, x], axis=1), state)
+    checkpoint.save(str(tmp_path / "checkpoint.npz"), sharded,
+                    {"updates_done": 1, "seeds": [0], "config": _config_record(algo)})
+    with pytest.raises(ValueError, match="written by a run on a device mesh"):
+        load_run(str(tmp_path))
 
 
 def test_cli_list(capsys):
