@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--eval-envs", type=int, default=8, metavar="N",
                     help="one greedy episode in each of N envs per seed (default 8)")
     ev.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    ev.add_argument("--no-compile-cache", action="store_true",
+                    help="do not keep compiled programs on disk (see train --help)")
     sub.add_parser("list", help="list algorithms and environments")
     return p
 
@@ -188,6 +190,8 @@ def cmd_eval(args) -> int:
 
     if args.eval_envs < 1:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1")
+    if not args.no_compile_cache:
+        _use_compile_cache()
     run = load_run(args.log_dir)
     returns = greedy_returns(run.algo, run.state, num_envs=args.eval_envs)
     cfg = run.algo.config
