@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -55,8 +56,15 @@ def leaf_shapes(path: str) -> list[tuple[int, ...]]:
     return shapes
 
 
-def load(path: str, template: Any) -> tuple[Any, dict]:
-    """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``."""
+def load(path: str, template: Any,
+         reshape: Callable[[np.ndarray, tuple[int, ...]], np.ndarray] | None = None
+         ) -> tuple[Any, dict]:
+    """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``.
+
+    ``reshape(array, shape)``, if given, maps each saved array to the shape the template
+    expects (for a PRNG key, its key data's) before the shapes are compared, e.g. to read
+    a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runs``).
+    """
     with np.load(path) as data:
         leaves, treedef = jax.tree.flatten(template)
         if len(data.files) - 1 != len(leaves):
@@ -67,12 +75,16 @@ def load(path: str, template: Any) -> tuple[Any, dict]:
         restored = []
         for i, t in enumerate(leaves):
             x = data[f"leaf_{i}"]
+            want = tuple(jax.random.key_data(t).shape if is_key(t) else np.shape(t))
+            if reshape is not None:
+                x = reshape(x, want)
+            if x.shape != want:
+                raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
+                                 f"the state expects {want}")
             if is_key(t):
-                restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=jax.random.key_impl(t)))
+                restored.append(jax.random.wrap_key_data(jnp.asarray(x),
+                                                         impl=jax.random.key_impl(t)))
             else:
-                if x.shape != np.shape(t):
-                    raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
-                                     f"the state expects {np.shape(t)}")
                 restored.append(jnp.asarray(x, dtype=t.dtype))
         meta = json.loads(bytes(data["meta"]).decode())
     return jax.tree.unflatten(treedef, restored), meta

@@ -201,6 +201,7 @@ def cmd_eval(args) -> int:
         "seeds": run.seeds,
         "updates_done": run.updates_done,
         "num_updates": run.algo.num_updates,
+        "data_shards": run.data_shards,
         "greedy_return": float(np.mean(returns)),
         "greedy_return_std": float(np.std(returns)),
         "greedy_returns": [float(x) for x in returns],

@@ -17,6 +17,7 @@ import os
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from jaxrl_par import algos, checkpoint
 from jaxrl_par.algos.base import Algorithm
@@ -28,9 +29,10 @@ class LoadedRun(NamedTuple):
     Attributes:
       name: the algorithm's name in ``jaxrl_par.algos.ALGORITHMS`` (``"ppo"``...).
       algo: the algorithm rebuilt from the recorded config (``axis_name=None``: one device).
-      state: the training state of every seed, leaves ``[S, ...]``, as checkpointed.
+      state: the training state of every seed, leaves ``[S, ...]`` (one device's layout).
       seeds: the run's seeds (``S`` of them).
       updates_done: updates finished when the checkpoint was written.
+      data_shards: the data-parallel devices the run was trained on (1: one device).
     """
 
     name: str
@@ -38,6 +40,7 @@ class LoadedRun(NamedTuple):
     state: Any
     seeds: list[int]
     updates_done: int
+    data_shards: int
 
 
 def config_from_record(record: dict) -> tuple[str, Any]:
@@ -70,13 +73,40 @@ def config_from_record(record: dict) -> tuple[str, Any]:
     return names[module_name], cls(**values)
 
 
+def one_device_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """One leaf of a device mesh's ``[S, D, ...]`` state as one device's ``shape``.
+
+    A leaf that is ``[S, D, *shape[1:]]`` was replicated over the data shards (parameters,
+    optimiser state, counters) or is per shard at the same size (a shard's replay buffer):
+    shard 0's copy. A leaf whose shard part is ``shape[1:]`` with one axis ``D`` times
+    smaller was split over the shards along that axis (its envs): the shards concatenated
+    along it in data order, as one device holds them. Anything else is returned unchanged
+    (the caller compares shapes).
+    """
+    if x.shape == shape or x.ndim != len(shape) + 1:
+        return x
+    d, local, full = x.shape[1], x.shape[2:], shape[1:]
+    if (x.shape[0],) + local == shape:
+        return x[:, 0]
+    for axis, (n, m) in enumerate(zip(local, full)):
+        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
+            return np.concatenate([x[:, i] for i in range(d)], axis=axis + 1)
+    return x
+
+
 def load_run(log_dir: str) -> LoadedRun:
     """The algorithm and the checkpointed state of the run in ``log_dir``.
+
+    A run trained on a device mesh (``--devices``) is read as one device's state (see
+    :func:`one_device_leaf`): for PPO that is the one-device run's state (the envs of all
+    shards, parameters from shard 0, which equal every shard's); for DQN and Ape-X, whose
+    replay is per shard, the buffer is shard 0's. Parameters and evaluation are exact;
+    resuming a mesh run goes through ``train(..., devices=D, resume=True)``.
 
     Raises:
       FileNotFoundError: ``log_dir`` holds no checkpoint.
       ValueError: the checkpoint has no config record (written before checkpoints kept
-        one), or was written on a device mesh (its state has a data-shard axis).
+        one), or its arrays do not fit the algorithm the record describes.
     """
     from jaxrl_par.train import CHECKPOINT, seed_keys
 
@@ -92,12 +122,9 @@ def load_run(log_dir: str) -> LoadedRun:
     algo = algos.get(name).make(cfg)
     keys, seeds = seed_keys(meta["seeds"])
     template = jax.jit(jax.vmap(algo.init))(keys)
-    if any(not checkpoint.is_key(t) and saved[:1] + saved[2:] == t.shape
-           and len(saved) == t.ndim + 1
-           for saved, t in zip(checkpoint.leaf_shapes(path), jax.tree.leaves(template))):
-        raise ValueError(f"{path} was written by a run on a device mesh (its state has a "
-                         "data-shard axis): load it with jaxrl_par.parallel on the same mesh, "
-                         "or evaluate in that run (jaxrl-par train ... --eval-envs N)")
-    state, meta = checkpoint.load(path, template)
+    shards = {saved[1] for saved, t in zip(checkpoint.leaf_shapes(path), jax.tree.leaves(template))
+              if not checkpoint.is_key(t) and len(saved) == t.ndim + 1}
+    state, meta = checkpoint.load(path, template, reshape=one_device_leaf if shards else None)
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
-                     updates_done=int(meta["updates_done"]))
+                     updates_done=int(meta["updates_done"]),
+                     data_shards=max(shards) if shards else 1)

@@ -54,7 +54,8 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
                                                          abs=1e-9)
     # The log dir alone rebuilds the same algorithm and state (`load_run`, `jaxrl-par eval`).
     run = load_run(str(log))
-    assert (run.name, run.seeds, run.updates_done) == ("ppo", [0, 1], 20480 // (8 * 32))
+    assert (run.name, run.seeds, run.updates_done, run.data_shards) == (
+        "ppo", [0, 1], 20480 // (8 * 32), 1)
     assert run.algo.config == cfg  # hidden_sizes back as a tuple, every field equal
     same = lambda a, b: np.testing.assert_array_equal(
         *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
@@ -78,16 +79,16 @@ def test_load_run_errors_name_the_problem(tmp_path):
     name, cfg = config_from_record({"config_class": "jaxrl_par.algos.dqn.Config",
                                     "hidden_sizes": [32, 16], "axis_name": "data"})
     assert name == "dqn" and cfg.hidden_sizes == (32, 16) and cfg.axis_name is None
-    # A mesh run's checkpoint holds [S, D, ...] leaves (D data shards).
+    # Arrays that fit neither one device's state nor a mesh's [S, D, ...] form of it.
     from jaxrl_par.train import _config_record
 
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
-    sharded = jax.tree.map(lambda x: jax.numpy.stack([x, x], axis=1), state)
-    checkpoint.save(str(tmp_path / "checkpoint.npz"), sharded,
+    wrong = jax.tree.map(lambda x: jax.numpy.stack([x, x, x], axis=-1), state)
+    checkpoint.save(str(tmp_path / "checkpoint.npz"), wrong,
                     {"updates_done": 1, "seeds": [0], "config": _config_record(algo)})
-    with pytest.raises(ValueError, match="written by a run on a device mesh"):
+    with pytest.raises(ValueError, match="leaf 0 has shape"):
         load_run(str(tmp_path))
 
 
@@ -150,3 +151,19 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys):
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["interrupted"] is True and summary["env_steps"] == 3 * 512
     assert "the same command with --resume continues" in err
+
+
+def test_one_device_leaf_reads_each_kind_of_mesh_leaf():
+    from jaxrl_par.runs import one_device_leaf
+
+    rng = np.random.default_rng(0)
+    params = rng.normal(size=(3, 5))  # [S, ...], replicated over 2 shards
+    assert np.array_equal(one_device_leaf(np.stack([params, params], 1), (3, 5)), params)
+    envs = rng.normal(size=(3, 8, 4))  # [S, N, obs]: shard d holds envs 4d .. 4d + 3
+    split = np.stack([envs[:, :4], envs[:, 4:]], 1)
+    assert np.array_equal(one_device_leaf(split, (3, 8, 4)), envs)
+    carry = rng.normal(size=(3, 2, 8, 4))  # [S, n - 1, N, obs]: the env axis is the second
+    split = np.stack([carry[:, :, :4], carry[:, :, 4:]], 1)
+    assert np.array_equal(one_device_leaf(split, (3, 2, 8, 4)), carry)
+    odd = rng.normal(size=(3, 2, 7))
+    assert one_device_leaf(odd, (3, 5)) is odd  # no reading fits: left for the shape check

@@ -20,6 +20,7 @@ from jaxrl_par import axes, parallel
 from jaxrl_par import envs
 from jaxrl_par.algos import apex, dqn, ppo
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.runs import load_run
 from jaxrl_par.train import train
 
 pytestmark = pytest.mark.skipif(
@@ -74,10 +75,17 @@ def test_check_vma_trap_is_real():
 
 
 @pytest.mark.parametrize("devices", [2, 8])  # (4 adds nothing that 2 and 8 do not cover)
-def test_ppo_data_parallel_equals_one_device(devices):
-    """Global batch B on D devices equals B on 1 device (the plain runner, `_reference`)."""
+def test_ppo_data_parallel_equals_one_device(devices, tmp_path):
+    """Global batch B on D devices equals B on 1 device (the plain runner, `_reference`);
+    its checkpoint, read back by `load_run`, is that one-device state too."""
     ref = _reference(0)
-    out = _run(DP_CFG, [0], devices=devices)
+    out = _run(DP_CFG, [0], devices=devices, log_dir=str(tmp_path))
+    run = load_run(str(tmp_path))
+    assert run.data_shards == devices and run.algo.config == CFG
+    for a, b in zip(jax.tree.leaves(run.state.params), jax.tree.leaves(ref.state.params)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(run.state.env_state), jax.tree.leaves(ref.state.env_state)):
+        np.testing.assert_array_equal(a, b)
     state = parallel.unreplicate(out.state)
     # Gradients: Adam's first moment after 3 updates x 2 epochs x 2 minibatches.
     for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
