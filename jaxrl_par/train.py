@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import checkpoint, interrupt, rng
+from jaxrl_par import axes, checkpoint, interrupt, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -286,13 +286,16 @@ def train(
         parallel.check_algorithm(algo, mesh, len(seed_list))  # raises before compiling
         sharded = parallel.Sharded(algo, mesh)
         factory = sharded.chunk_fn_factory
+    # The state's layout: [S, ...] on the plain runner, [S, D, ...] on a mesh of D data shards.
+    data_shards = int(sharded.mesh.shape[axes.DATA]) if sharded else None
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
     record = _config_record(algo)
     _check_log_dir(log_dir, resume)
     resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
-        _check_resumable(ckpt_path, checkpoint.read_meta(ckpt_path), seed_list, record)
+        _check_resumable(ckpt_path, checkpoint.read_meta(ckpt_path), seed_list, record,
+                         data_shards)
 
     show = progress and is_main
     if show:  # the first run of a program compiles for seconds before the bar moves
@@ -322,7 +325,8 @@ def train(
                 pass
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
-            json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates}, f,
+            json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
+                       "data_shards": data_shards}, f,
                       indent=1)
 
     bar = None
@@ -356,6 +360,7 @@ def train(
                 if is_main:
                     checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
                                                             "seeds": seed_list,
+                                                            "data_shards": data_shards,
                                                             "config": record})
             if bar is not None:
                 bar.update(n_valid * algo.env_steps_per_update)
@@ -385,8 +390,8 @@ def train(
     )
 
 
-# Config fields that may differ between a run and its resumption: how the run is laid
-# out over devices (data parallelism gives the one-device result; tests/test_parallel*).
+# Config fields that may differ between a run and its resumption: the data axis's name
+# (the layout itself, the number of data shards, must match: `_check_resumable`).
 RESUMABLE_CHANGES = frozenset({"axis_name"})
 
 
@@ -398,12 +403,24 @@ def _config_record(algo: Algorithm) -> dict:
     return json.loads(json.dumps(_jsonable(record)))
 
 
-def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict) -> None:
+def _layout(data_shards: int | None) -> str:
+    return ("one device (no mesh)" if data_shards is None
+            else f"a mesh with {data_shards} data shard(s)")
+
+
+def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
+                     data_shards: int | None = None) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared)."""
+    these seeds and config, in the same state layout (``data_shards``: ``None`` for the
+    plain runner; checkpoints without a config or layout record skip those checks)."""
     if meta.get("seeds") != seeds:
         raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
                          "resume with the same seeds, or give a new log dir")
+    if "data_shards" in meta and meta["data_shards"] != data_shards:
+        raise ValueError(f"{path} was written on {_layout(meta['data_shards'])}, this run is "
+                         f"on {_layout(data_shards)}, and the saved state is laid out for its "
+                         "mesh: resume with the run's --devices (devices=...), or read it on "
+                         "any layout with jaxrl_par.runs.load_run / jaxrl-par eval")
     saved = meta.get("config")
     if saved is None:
         return

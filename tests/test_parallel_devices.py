@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
+import unittest.mock
 
 import jax
 import jax.numpy as jnp
@@ -86,6 +88,16 @@ def test_ppo_data_parallel_equals_one_device(devices, tmp_path):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(run.state.env_state), jax.tree.leaves(ref.state.env_state)):
         np.testing.assert_array_equal(a, b)
+    # Resuming it on another layout is refused before compiling (the saved state is laid
+    # out for its mesh), naming both layouts.
+    other = {"devices": 4 if devices == 2 else 2}
+    for cfg, kw, now in [(DP_CFG, other, f"a mesh with {other['devices']} data shard(s)"),
+                         (CFG, {}, "one device")]:
+        with pytest.raises(ValueError, match=re.escape(
+                f"written on a mesh with {devices} data shard(s), this run is on {now}")):
+            with unittest.mock.patch.object(jax.stages.Lowered, "compile",
+                                            side_effect=AssertionError("compiled")):
+                _run(cfg, [0], log_dir=str(tmp_path), resume=True, **kw)
     state = parallel.unreplicate(out.state)
     # Gradients: Adam's first moment after 3 updates x 2 epochs x 2 minibatches.
     for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
