@@ -57,11 +57,11 @@ def leaf_shapes(path: str) -> list[tuple[int, ...]]:
 
 
 def load(path: str, template: Any,
-         reshape: Callable[[np.ndarray, tuple[int, ...]], np.ndarray] | None = None
+         reshape: Callable[[int, np.ndarray, tuple[int, ...]], np.ndarray] | None = None
          ) -> tuple[Any, dict]:
     """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``.
 
-    ``reshape(array, shape)``, if given, maps each saved array to the shape the template
+    ``reshape(i, array, shape)``, if given, maps saved leaf ``i`` to the shape the template
     expects (for a PRNG key, its key data's) before the shapes are compared, e.g. to read
     a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runs``).
     """
@@ -77,7 +77,7 @@ def load(path: str, template: Any,
             x = data[f"leaf_{i}"]
             want = tuple(jax.random.key_data(t).shape if is_key(t) else np.shape(t))
             if reshape is not None:
-                x = reshape(x, want)
+                x = reshape(i, x, want)
             if x.shape != want:
                 raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
                                  f"the state expects {want}")

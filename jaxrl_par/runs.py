@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -94,6 +95,57 @@ def one_device_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return x
 
 
+def mesh_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """One device's leaf ``[S, *full]`` in a mesh's layout ``shape = [S, D, *local]``, the
+    inverse of :func:`one_device_leaf`: copied to every shard where ``local == full``,
+    else split along the axis where ``local`` is ``D`` times smaller, shard ``d`` taking the
+    ``d``-th block (data order). Anything else is returned unchanged."""
+    if x.ndim != len(shape) - 1:
+        return x
+    d, local, full = shape[1], shape[2:], x.shape[1:]
+    if local == full:
+        return np.repeat(x[:, None], d, axis=1)
+    for axis, (n, m) in enumerate(zip(local, full)):
+        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
+            return np.stack(np.split(x, d, axis=axis + 1), axis=1)
+    return x
+
+
+def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, ...]]:
+    """Leaf shapes of algorithm ``name``'s ``[S, ...]`` one-device state (PRNG keys as
+    their key data), computed abstractly: nothing runs or compiles."""
+    algo = algos.get(name).make(dataclasses.replace(cfg, axis_name=None))
+
+    def data(state):
+        return [jax.random.key_data(x) if checkpoint.is_key(x) else x
+                for x in jax.tree.leaves(state)]
+
+    return [tuple(x.shape) for x in jax.eval_shape(lambda k: data(jax.vmap(algo.init)(k)), keys)]
+
+
+def relayout(one_device: list[tuple[int, ...]], saved_shards: int | None,
+             warn: Callable[[str], None] | None = None) -> Callable:
+    """A ``checkpoint.load`` reshape that reads a state saved on one layout (``saved_shards``
+    data shards, ``None`` for one device) into the template's layout, through one device's
+    shapes ``one_device``. ``warn`` hears once if a leaf held different values on the saved
+    shards (per-shard replay buffers): every new shard then starts from shard 0's copy."""
+    warned = []
+
+    def reshape(i: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        full = one_device[i]
+        if saved_shards is not None and x.ndim == len(full) + 1:
+            if (warn is not None and not warned and x.shape[1] > 1
+                    and (x.shape[0],) + x.shape[2:] == full
+                    and not all(np.array_equal(x[:, 0], x[:, j]) for j in range(x.shape[1]))):
+                warned.append(True)
+                warn("per-shard state (e.g. replay buffers) cannot be split or merged exactly: "
+                     "every shard of the new layout starts from shard 0's copy")
+            x = one_device_leaf(x, full)
+        return mesh_leaf(x, shape) if len(shape) == len(full) + 1 else x
+
+    return reshape
+
+
 def load_run(log_dir: str) -> LoadedRun:
     """The algorithm and the checkpointed state of the run in ``log_dir``.
 
@@ -124,7 +176,8 @@ def load_run(log_dir: str) -> LoadedRun:
     template = jax.jit(jax.vmap(algo.init))(keys)
     shards = {saved[1] for saved, t in zip(checkpoint.leaf_shapes(path), jax.tree.leaves(template))
               if not checkpoint.is_key(t) and len(saved) == t.ndim + 1}
-    state, meta = checkpoint.load(path, template, reshape=one_device_leaf if shards else None)
+    state, meta = checkpoint.load(path, template,
+                                  reshape=lambda i, x, shape: one_device_leaf(x, shape))
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
                      updates_done=int(meta["updates_done"]),
                      data_shards=max(shards) if shards else 1)

@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -293,9 +294,13 @@ def train(
     record = _config_record(algo)
     _check_log_dir(log_dir, resume)
     resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
+    relayout = None
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
-        _check_resumable(ckpt_path, checkpoint.read_meta(ckpt_path), seed_list, record,
-                         data_shards)
+        saved_meta = checkpoint.read_meta(ckpt_path)
+        _check_resumable(ckpt_path, saved_meta, seed_list, record)
+        if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
+            relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
+                                 keys, say=progress and is_main)
 
     show = progress and is_main
     if show:  # the first run of a program compiles for seconds before the bar moves
@@ -315,7 +320,7 @@ def train(
         if is_main:
             os.makedirs(log_dir, exist_ok=True)
         if resuming:
-            state, meta = checkpoint.load(ckpt_path, state)
+            state, meta = checkpoint.load(ckpt_path, state, reshape=relayout)
             if sharded:
                 state = sharded.place(state)
             done_updates = int(meta["updates_done"])
@@ -390,8 +395,8 @@ def train(
     )
 
 
-# Config fields that may differ between a run and its resumption: the data axis's name
-# (the layout itself, the number of data shards, must match: `_check_resumable`).
+# Config fields that may differ between a run and its resumption: the data axis's name,
+# which follows the device layout (a run can resume on another one: `_relayout`).
 RESUMABLE_CHANGES = frozenset({"axis_name"})
 
 
@@ -408,19 +413,42 @@ def _layout(data_shards: int | None) -> str:
             else f"a mesh with {data_shards} data shard(s)")
 
 
-def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
-                     data_shards: int | None = None) -> None:
+def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys: jax.Array,
+              say: bool) -> Callable:
+    """The ``checkpoint.load`` reshape that resumes a run saved on ``saved`` data shards on
+    ``now`` (``None``: one device), through one device's layout (``jaxrl_par.runs``). For
+    PPO the result is exact (data parallelism gives the one-device run); per-shard replay
+    buffers (DQN, Ape-X) cannot be split or merged, so a warning says that every new shard
+    starts from shard 0's buffer.
+
+    Raises:
+      ValueError: the algorithm is not one of ``jaxrl_par.algos`` (its one-device layout
+        is unknown), naming both layouts.
+    """
+    from jaxrl_par import runs
+
+    try:
+        name, cfg = runs.config_from_record(record)
+    except ValueError:
+        raise ValueError(f"{path} was written on {_layout(saved)}, this run is on "
+                         f"{_layout(now)}, and only jaxrl_par.algos' algorithms can change "
+                         "layout: resume with the run's devices=...") from None
+    what = f"resuming {path} (written on {_layout(saved)}) on {_layout(now)}"
+    if say:
+        print(f"jaxrl_par: {what}", file=sys.stderr)
+
+    def warn(message: str) -> None:
+        warnings.warn(f"{what}: {message}", stacklevel=5)  # at the caller of train
+
+    return runs.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
+
+
+def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config, in the same state layout (``data_shards``: ``None`` for the
-    plain runner; checkpoints without a config or layout record skip those checks)."""
+    these seeds and config (checkpoints without a config record are not compared)."""
     if meta.get("seeds") != seeds:
         raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
                          "resume with the same seeds, or give a new log dir")
-    if "data_shards" in meta and meta["data_shards"] != data_shards:
-        raise ValueError(f"{path} was written on {_layout(meta['data_shards'])}, this run is "
-                         f"on {_layout(data_shards)}, and the saved state is laid out for its "
-                         "mesh: resume with the run's --devices (devices=...), or read it on "
-                         "any layout with jaxrl_par.runs.load_run / jaxrl-par eval")
     saved = meta.get("config")
     if saved is None:
         return

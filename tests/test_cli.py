@@ -153,8 +153,8 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys):
     assert "the same command with --resume continues" in err
 
 
-def test_one_device_leaf_reads_each_kind_of_mesh_leaf():
-    from jaxrl_par.runs import one_device_leaf
+def test_mesh_leaves_to_one_device_and_back():
+    from jaxrl_par.runs import mesh_leaf, one_device_leaf
 
     rng = np.random.default_rng(0)
     params = rng.normal(size=(3, 5))  # [S, ...], replicated over 2 shards
@@ -165,5 +165,7 @@ def test_one_device_leaf_reads_each_kind_of_mesh_leaf():
     carry = rng.normal(size=(3, 2, 8, 4))  # [S, n - 1, N, obs]: the env axis is the second
     split = np.stack([carry[:, :, :4], carry[:, :, 4:]], 1)
     assert np.array_equal(one_device_leaf(split, (3, 2, 8, 4)), carry)
+    assert np.array_equal(mesh_leaf(carry, split.shape), split)  # and back to the mesh
+    assert np.array_equal(mesh_leaf(params, (3, 2, 5)), np.stack([params, params], 1))
     odd = rng.normal(size=(3, 2, 7))
     assert one_device_leaf(odd, (3, 5)) is odd  # no reading fits: left for the shape check

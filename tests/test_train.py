@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import os
 import signal
 
@@ -221,6 +222,17 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     assert open(os.path.join(log, "metrics.jsonl")).read() == logged
     with pytest.raises(ValueError, match=r"resume=True needs the log_dir"):
         train(toy_algo.make(TOY), [0, 1], resume=True, progress=False)
+    # A checkpoint from another device layout: only jaxrl_par.algos' algorithms (whose
+    # one-device layout is known) can change layout; the toy cannot.
+    path = os.path.join(log, "checkpoint.npz")
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    arrays["meta"] = np.frombuffer(json.dumps({**meta, "data_shards": 2}).encode(), np.uint8)
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
+                                         r"is on one device \(no mesh\), and only"):
+        train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
 
 
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
