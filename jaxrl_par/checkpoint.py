@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -39,21 +38,6 @@ def read_meta(path: str) -> dict:
     """The JSON ``meta`` dict of a checkpoint, without reading its arrays."""
     with np.load(path) as data:
         return json.loads(bytes(data["meta"]).decode())
-
-
-def leaf_shapes(path: str) -> list[tuple[int, ...]]:
-    """The shapes of a checkpoint's arrays in leaf order (PRNG keys as their ``[..., 2]``
-    key data), read from the file's headers without reading the arrays."""
-    shapes = []
-    with zipfile.ZipFile(path) as z:
-        names = set(z.namelist())
-        while f"leaf_{len(shapes)}.npy" in names:
-            with z.open(f"leaf_{len(shapes)}.npy") as f:
-                version = np.lib.format.read_magic(f)
-                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0)
-                shapes.append(tuple(read(f)[0]))
-    return shapes
 
 
 def load(path: str, template: Any,

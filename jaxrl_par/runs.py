@@ -74,6 +74,15 @@ def config_from_record(record: dict) -> tuple[str, Any]:
     return names[module_name], cls(**values)
 
 
+def _split_axis(local: tuple[int, ...], full: tuple[int, ...], d: int) -> int | None:
+    """The axis along which a shard's ``local`` shape is ``d`` times smaller than one
+    device's ``full`` shape, all other axes equal (None if there is no such axis)."""
+    for axis, (n, m) in enumerate(zip(local, full)):
+        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
+            return axis
+    return None
+
+
 def one_device_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """One leaf of a device mesh's ``[S, D, ...]`` state as one device's ``shape``.
 
@@ -87,12 +96,10 @@ def one_device_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if x.shape == shape or x.ndim != len(shape) + 1:
         return x
     d, local, full = x.shape[1], x.shape[2:], shape[1:]
-    if (x.shape[0],) + local == shape:
+    if local == full:
         return x[:, 0]
-    for axis, (n, m) in enumerate(zip(local, full)):
-        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
-            return np.concatenate([x[:, i] for i in range(d)], axis=axis + 1)
-    return x
+    axis = _split_axis(local, full, d)
+    return x if axis is None else np.concatenate([x[:, i] for i in range(d)], axis=axis + 1)
 
 
 def mesh_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -105,16 +112,15 @@ def mesh_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     d, local, full = shape[1], shape[2:], x.shape[1:]
     if local == full:
         return np.repeat(x[:, None], d, axis=1)
-    for axis, (n, m) in enumerate(zip(local, full)):
-        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
-            return np.stack(np.split(x, d, axis=axis + 1), axis=1)
-    return x
+    axis = _split_axis(local, full, d)
+    return x if axis is None else np.stack(np.split(x, d, axis=axis + 1), axis=1)
 
 
 def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, ...]]:
-    """Leaf shapes of algorithm ``name``'s ``[S, ...]`` one-device state (PRNG keys as
-    their key data), computed abstractly: nothing runs or compiles."""
-    algo = algos.get(name).make(dataclasses.replace(cfg, axis_name=None))
+    """Leaf shapes of algorithm ``name``'s ``[S, ...]`` state for ``cfg``, a one-device
+    config as :func:`config_from_record` gives (PRNG keys as their key data), computed
+    abstractly: nothing runs or compiles."""
+    algo = algos.get(name).make(cfg)
 
     def data(state):
         return [jax.random.key_data(x) if checkpoint.is_key(x) else x
@@ -174,10 +180,14 @@ def load_run(log_dir: str) -> LoadedRun:
     algo = algos.get(name).make(cfg)
     keys, seeds = seed_keys(meta["seeds"])
     template = jax.jit(jax.vmap(algo.init))(keys)
-    shards = {saved[1] for saved, t in zip(checkpoint.leaf_shapes(path), jax.tree.leaves(template))
-              if not checkpoint.is_key(t) and len(saved) == t.ndim + 1}
-    state, meta = checkpoint.load(path, template,
-                                  reshape=lambda i, x, shape: one_device_leaf(x, shape))
+    shards = set()  # D of every [S, D, ...] leaf read
+
+    def reshape(i: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if x.ndim == len(shape) + 1:
+            shards.add(x.shape[1])
+        return one_device_leaf(x, shape)
+
+    state, meta = checkpoint.load(path, template, reshape=reshape)
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
                      updates_done=int(meta["updates_done"]),
                      data_shards=max(shards) if shards else 1)
