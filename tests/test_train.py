@@ -227,7 +227,7 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     path = os.path.join(log, "checkpoint.npz")
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
-    meta = json.loads(bytes(arrays["meta"]).decode())
+    meta = train_mod.checkpoint.read_meta(path)
     arrays["meta"] = np.frombuffer(json.dumps({**meta, "data_shards": 2}).encode(), np.uint8)
     np.savez(path, **arrays)
     with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
