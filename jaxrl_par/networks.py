@@ -117,6 +117,12 @@ class DiagGaussian(NamedTuple):
 
 
 # -- torsos -----------------------------------------------------------------------------
+def as_input(x: jax.Array) -> jax.Array:
+    """Observations as the networks compute on them: integer and bool inputs (uint8
+    images, MinAtar's 0/1 grids) converted to float32, float inputs unchanged."""
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+
+
 class MLP(nn.Module):
     """``[B, D] -> [B, hidden_sizes[-1]]`` fully connected torso."""
 
@@ -125,7 +131,7 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = x.reshape(x.shape[0], -1)
+        x = as_input(x.reshape(x.shape[0], -1))
         for h in self.hidden_sizes:
             x = ACTIVATIONS[self.activation](Dense(h, kernel_init=orthogonal(math.sqrt(2)))(x))
         return x
@@ -142,6 +148,7 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
+        x = as_input(x)
         x = act(Conv(self.channels, (3, 3), padding="VALID",
                      kernel_init=orthogonal(math.sqrt(2)))(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))

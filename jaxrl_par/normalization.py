@@ -27,6 +27,7 @@ def update_stats(stats: RunningStats, x: jax.Array, axis_name: str | None = None
     With ``axis_name`` the batch is the union of all shards' batches, so every shard
     ends with the same statistics as one device seeing the whole batch.
     """
+    x = x.astype(jnp.float32)  # uint8 observations: no integer overflow in the square
     batch_axes = tuple(range(x.ndim - stats.mean.ndim))
     n_local = jnp.float32(jnp.prod(jnp.array([x.shape[a] for a in batch_axes])))
     mean_local = jnp.mean(x, axis=batch_axes)

@@ -33,11 +33,11 @@ class Transition(NamedTuple):
     """One stored n-step transition (no batch axis in the buffer's example).
 
     Attributes:
-      obs: ``[*obs_shape]`` float32 observation acted in (s_tm1).
+      obs: ``[*obs_shape]`` observation acted in (s_tm1), in the env's dtype.
       action: int32 ``[]`` action taken (a_tm1).
       reward: float32 ``[]`` discounted reward sum over the window.
       discount: float32 ``[]`` ``gamma ** n'``, 0 if the episode terminated in the window.
-      next_obs: ``[*obs_shape]`` float32 observation to bootstrap from (``final_obs`` after
+      next_obs: ``[*obs_shape]`` observation to bootstrap from (``final_obs`` after
         a truncation).
       mask: float32 ``[]`` 1 for a real window, 0 for one that starts in the zero padding
         of the first update (never learned from: weight 0, priority 0).
@@ -169,10 +169,12 @@ class NStepCarry(NamedTuple):
     valid: jax.Array  # [n-1, N] bool
 
 
-def init_nstep_carry(n: int, num_envs: int, obs_shape: tuple[int, ...]) -> NStepCarry:
-    """Zero padding (``valid`` False) for ``n - 1`` steps of ``num_envs`` envs."""
+def init_nstep_carry(n: int, num_envs: int, obs_shape: tuple[int, ...],
+                     obs_dtype=jnp.float32) -> NStepCarry:
+    """Zero padding (``valid`` False) for ``n - 1`` steps of ``num_envs`` envs whose
+    observations have ``obs_shape`` and ``obs_dtype``."""
     k = n - 1
-    obs = jnp.zeros((k, num_envs) + tuple(obs_shape), jnp.float32)
+    obs = jnp.zeros((k, num_envs) + tuple(obs_shape), obs_dtype)
     zeros_b = jnp.zeros((k, num_envs), bool)
     return NStepCarry(obs, jnp.zeros((k, num_envs), jnp.int32),
                       jnp.zeros((k, num_envs), jnp.float32), zeros_b, zeros_b, obs, obs, zeros_b)

@@ -114,3 +114,25 @@ def test_cartpole_reaches_475():
     result = train(algo, [0], num_chunks=5, progress=False)
     greedy = greedy_returns(algo, result.state)[0]
     assert greedy >= 475, (greedy, result.final_returns()[0])
+
+
+def test_minatar_replay_stores_observation_bytes():
+    # MinAtar's uint8 observations go into the replay buffer as bytes: 2 x 400 bytes of
+    # observation per transition instead of 2 x 1,600 as float32. The stored rows are
+    # the env's 0/1 grids, and learning runs on them (finite loss, greedy actions).
+    cfg = dqn.Config(env="Breakout-MinAtar", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4,
+                     buffer_size=256, batch_size=16, learning_starts=32, train_frequency=8,
+                     hidden_sizes=(16,), n_step=2)
+    algo = dqn.make(cfg)
+    state, metrics = run(algo)
+    buffer = state.buffer
+    # obs and next_obs, then action, reward, discount, mask and insert_step (4 bytes each)
+    assert buffer.data_nbytes == 256 * (2 * 400 + 5 * 4)
+    data = buffer.data
+    assert data.obs.dtype == data.next_obs.dtype == jnp.uint8
+    size = int(buffer.size)
+    real = np.asarray(data.mask[:size]) > 0  # the first update's n-step padding is zeros
+    stored = np.asarray(data.obs[:size])[real]
+    assert real.sum() == size - 4 and set(np.unique(stored).tolist()) == {0, 1}
+    assert stored.sum(axis=(1, 2, 3)).min() > 0  # every real obs shows paddle and bricks
+    assert np.isfinite(np.asarray(metrics["loss"])[-1]) and int(state.gradient_steps) > 0

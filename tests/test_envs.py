@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -113,3 +115,33 @@ def test_episode_metrics_nan_when_no_episode_finished():
     _, ts = env.step(_keys(1, 2), state, jnp.zeros(2, jnp.int32))
     m = envs.episode_metrics(ts)
     assert np.isnan(float(m["episode_return"])) and float(m["num_episodes"]) == 0.0
+
+
+@pytest.mark.parametrize("env_id", ["Breakout-MinAtar", "SpaceInvaders-MinAtar"])
+def test_minatar_observations_are_bytes_with_gymnax_values(env_id):
+    # MinAtar grids are 0/1; the env hands them over as uint8 (a quarter of float32's
+    # bytes in rollouts and replay). Same keys and actions through a float32 copy of the
+    # env: every obs and final_obs equal, and the episodes are the same.
+    env = envs.make(env_id, 4)
+    assert env.observation_dtype == jnp.uint8
+    assert envs.make("CartPole-v1").observation_dtype == jnp.float32
+    as_float = dataclasses.replace(env, obs_dtype="float32")
+
+    @jax.jit
+    def play(key):
+        def run(e):
+            def step(state, k):
+                k_act, k_step = jax.random.split(k)
+                action = jax.random.randint(k_act, (4,), 0, e.num_actions)
+                state, ts = e.step(jax.random.split(k_step, 4), state, action)
+                return state, (ts.obs, ts.final_obs, ts.reward, ts.terminated)
+            state = e.reset(jax.random.split(key, 4))
+            return state.obs, jax.lax.scan(step, state, jax.random.split(key, 200))[1]
+        return run(env), run(as_float)
+
+    (obs0, steps), (obs0_f, steps_f) = play(jax.random.key(0))
+    assert obs0.dtype == steps[0].dtype == steps[1].dtype == jnp.uint8
+    np.testing.assert_array_equal(np.asarray(obs0, np.float32), obs0_f)
+    for got, want in zip(steps, steps_f):
+        np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+    assert np.asarray(steps[3]).any()  # some episodes ended (resets are covered)

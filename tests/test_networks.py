@@ -1,5 +1,5 @@
-"""Networks: initialisation under vmap (no batched LAPACK call, same bits as one seed) and
-action sampling (same bits as jax.random)."""
+"""Networks: initialisation under vmap (no batched LAPACK call, same bits as one seed),
+action sampling (same bits as jax.random) and byte observations (same bits as float)."""
 
 import re
 
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par.algos import dqn, ppo
-from jaxrl_par.networks import orthogonal
+from jaxrl_par.networks import ActorCritic, QNetwork, orthogonal
 
 SEEDS = 4
 
@@ -71,3 +71,18 @@ def test_sampling_through_noise_is_jax_random_bit_for_bit():
     ours = DiagGaussian(mean, log_std).sample(jax.random.key(2))
     ref = mean + jnp.exp(log_std) * jax.random.normal(jax.random.key(2), (64, 5))
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+
+
+def test_networks_take_byte_observations_as_their_float_values():
+    # MinAtar envs deliver uint8 0/1 grids; every torso converts them at its input, so
+    # a network gives bit for bit what it gives on the float32 values.
+    obs = jax.random.bernoulli(jax.random.key(0), 0.2, (16, 10, 10, 4)).astype(jnp.uint8)
+    nets = [ActorCritic(num_actions=3, obs_shape=(10, 10, 4)),  # CNN torso
+            ActorCritic(num_actions=3, obs_shape=(10, 10, 4), torso="mlp"),
+            QNetwork(num_actions=3, obs_shape=(10, 10, 4), dueling=True)]
+    for net in nets:
+        params = net.init(jax.random.key(1), obs.astype(jnp.float32))
+        got = jax.tree.leaves(net.apply(params, obs))
+        want = jax.tree.leaves(net.apply(params, obs.astype(jnp.float32)))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

@@ -107,6 +107,18 @@ def test_obs_normalisation_tracks_statistics():
     assert np.all(np.asarray(stats.var) > 0) and np.all(np.isfinite(stats.mean))
 
 
+def test_obs_statistics_of_byte_observations_equal_their_float_values():
+    # uint8 observations (MinAtar's) fold into the running statistics as their float
+    # values: squaring them as uint8 would wrap around above 15.
+    from jaxrl_par.normalization import init_stats, update_stats
+
+    x = jax.random.randint(jax.random.key(0), (64, 3), 0, 256).astype(jnp.uint8)
+    got = update_stats(init_stats((3,)), x)
+    want = update_stats(init_stats((3,)), x.astype(jnp.float32))
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_max_grad_norm_zero_turns_clipping_off():
     """``optax.clip_by_global_norm(0)`` zeroes every update; our 0 means "no clipping"."""
     from jaxrl_par.algos.base import clipped_adam

@@ -109,8 +109,9 @@ def to_transitions(carry: NStepCarry, steps: NStepCarry, gamma: float, n: int,
     return carry, transitions
 
 
-def example_transition(obs_shape: tuple[int, ...]) -> Transition:
-    """A zero :class:`Transition` (no batch axis) to shape a replay buffer."""
-    obs = jnp.zeros(obs_shape, jnp.float32)
+def example_transition(obs_shape: tuple[int, ...], obs_dtype=jnp.float32) -> Transition:
+    """A zero :class:`Transition` (no batch axis) to shape a replay buffer; observations
+    are stored in the env's ``obs_dtype`` (uint8 MinAtar grids: a quarter of float32)."""
+    obs = jnp.zeros(obs_shape, obs_dtype)
     f = jnp.float32(0)
     return Transition(obs, jnp.int32(0), f, f, obs, f, jnp.int32(0))

@@ -25,7 +25,7 @@ class EnvState:
     """State of ``num_envs`` environments. Every leaf has a leading ``[N]`` axis."""
 
     inner: Any  # the wrapped environment's state pytree, leaves [N, ...]
-    obs: jax.Array  # [N, *obs_shape] float32: observation to act on now
+    obs: jax.Array  # [N, *obs_shape] obs_dtype: observation to act on now
     episode_return: jax.Array  # [N] float32: undiscounted return of the running episode
     episode_length: jax.Array  # [N] int32: steps taken in the running episode
 
@@ -38,11 +38,11 @@ class Timestep(NamedTuple):
     ``final_obs`` on truncation and from zero on termination.
     """
 
-    obs: jax.Array  # [N, *obs_shape] float32: next observation (after auto-reset)
+    obs: jax.Array  # [N, *obs_shape] obs_dtype: next observation (after auto-reset)
     reward: jax.Array  # [N] float32
     terminated: jax.Array  # [N] bool: the episode reached a terminal state
     truncated: jax.Array  # [N] bool: cut by a time limit, not terminal (never both)
-    final_obs: jax.Array  # [N, *obs_shape] float32: observation reached, before reset
+    final_obs: jax.Array  # [N, *obs_shape] obs_dtype: observation reached, before reset
     episode_return: jax.Array  # [N] float32: return of the episode that ended here, else 0
     episode_length: jax.Array  # [N] int32: length of the episode that ended here, else 0
 
@@ -61,17 +61,25 @@ class VecEnv:
       env: a gymnax ``Environment`` (or any object with the same methods).
       params: its ``EnvParams`` pytree.
       num_envs: number of parallel copies ``N``.
+      obs_dtype: dtype of the observations it returns (``"float32"``; ``"uint8"`` for
+        MinAtar's 0/1 grids, see ``registry.register``). Networks take either.
     """
 
     env_id: str
     env: Any
     params: Any
     num_envs: int
+    obs_dtype: str = "float32"
 
     # -- spaces -------------------------------------------------------------------------
     @property
     def observation_shape(self) -> tuple[int, ...]:
         return tuple(self.env.observation_space(self.params).shape)
+
+    @property
+    def observation_dtype(self) -> jnp.dtype:
+        """The dtype of ``obs`` and ``final_obs``."""
+        return jnp.dtype(self.obs_dtype)
 
     @property
     def discrete(self) -> bool:
@@ -111,7 +119,7 @@ class VecEnv:
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         return EnvState(
             inner=inner,
-            obs=obs.astype(jnp.float32),
+            obs=obs.astype(self.observation_dtype),
             episode_return=zeros,
             episode_length=jnp.zeros((self.num_envs,), jnp.int32),
         )
@@ -164,8 +172,8 @@ class VecEnv:
         done = terminated | truncated
         obs_re, inner_re = self.env.reset_env(key_reset, self.params)
         inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), inner_re, inner_st)
-        final_obs = final_obs.astype(jnp.float32)
-        obs = jax.lax.select(done, obs_re.astype(jnp.float32), final_obs)
+        final_obs = final_obs.astype(self.observation_dtype)
+        obs = jax.lax.select(done, obs_re.astype(self.observation_dtype), final_obs)
         return obs, inner, final_obs, jnp.asarray(reward, jnp.float32), terminated, truncated
 
 

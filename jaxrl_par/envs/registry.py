@@ -8,19 +8,33 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnax
+import jax.numpy as jnp
 
 from jaxrl_par.envs.core import VecEnv
 from jaxrl_par.envs.probes import PROBES
 
 # id -> factory returning (env, default_params)
 _REGISTRY: dict[str, Callable[[], tuple[Any, Any]]] = {}
+# id -> dtype the observations are delivered in (see ``register``)
+_OBS_DTYPE: dict[str, str] = {}
+# MinAtar's observation is a grid of 0/1 channels (Young & Tian 2019); gymnax hands it
+# over as float32, but each value fits a byte.
+_BINARY_OBS_SUFFIX = "-MinAtar"
 
 
-def register(env_id: str, factory: Callable[[], tuple[Any, Any]]) -> None:
-    """Registers ``factory() -> (env, default_params)`` under ``env_id``."""
+def register(env_id: str, factory: Callable[[], tuple[Any, Any]],
+             obs_dtype: str = "float32") -> None:
+    """Registers ``factory() -> (env, default_params)`` under ``env_id``.
+
+    ``obs_dtype`` is the dtype :class:`VecEnv` delivers observations in; the env's own
+    values must be exact in it. ``"uint8"`` suits images and 0/1 grids: rollouts and
+    replay then hold a quarter of the bytes, and the networks convert to float32 at
+    their input (the same values, so the same results).
+    """
     if env_id in _REGISTRY:
         raise ValueError(f"environment id {env_id!r} is already registered")
     _REGISTRY[env_id] = factory
+    _OBS_DTYPE[env_id] = jnp.dtype(obs_dtype).name
 
 
 def list_envs() -> list[str]:
@@ -41,7 +55,8 @@ def _probe_factory(cls):
 
 
 for _id in gymnax.registered_envs:
-    register(_id, _gymnax_factory(_id))
+    register(_id, _gymnax_factory(_id),
+             obs_dtype="uint8" if _id.endswith(_BINARY_OBS_SUFFIX) else "float32")
 for _id, _cls in PROBES.items():
     register(_id, _probe_factory(_cls))
 
@@ -80,4 +95,5 @@ def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
                 f"unknown parameter(s) {unknown} for {env_id}; valid: {sorted(valid)}"
             )
         params = params.replace(**env_params)
-    return VecEnv(env_id=env_id, env=env, params=params, num_envs=num_envs)
+    return VecEnv(env_id=env_id, env=env, params=params, num_envs=num_envs,
+                  obs_dtype=_OBS_DTYPE[env_id])
