@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, interrupt, rng
+from jaxrl_par import axes, checkpoint, interrupt, memory, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -235,6 +235,7 @@ def train(
     devices: int | Sequence[jax.Device] | None = None,
     pop: int | None = None,
     debug_replication: bool = False,
+    check_memory: bool = True,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -260,6 +261,9 @@ def train(
         (vmapped) data-parallel over ``devices / pop`` devices.
       debug_replication: with a mesh, check after every chunk (not only at the end)
         that the data-parallel replicas did not diverge.
+      check_memory: before compiling, check from its shapes that the state (all seeds,
+        replay buffers included) fits in the memory free on its devices, and raise a
+        ``ValueError`` naming its largest parts if not (:mod:`jaxrl_par.memory`).
 
     Ctrl-C (SIGINT) in a single-process run finishes the running chunk, logs and
     checkpoints it, and returns a result with ``interrupted=True`` that holds everything
@@ -301,6 +305,11 @@ def train(
         if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
+
+    if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
+        abstract = jax.eval_shape(sharded.init if sharded else jax.vmap(algo.init), keys)
+        memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
+                          else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
 
     show = progress and is_main
     if show:  # the first run of a program compiles for seconds before the bar moves

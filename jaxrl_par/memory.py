@@ -1,0 +1,102 @@
+"""Does a training state fit in memory? Checked from shapes alone, before anything is
+allocated or compiled.
+
+A replay buffer sized for a GPU, or many seeds of one, can need more memory than the
+machine has free. Left alone, XLA fails after the compile, or (on CPU, where Linux
+overcommits) the kernel kills the process mid-run with no message. :func:`check_fits`
+turns that into an error that names the largest parts of the state and the fix. It
+checks the state alone: compiled programs and temporaries need some room beyond it.
+
+Free memory: ``MemAvailable`` of ``/proc/meminfo`` for CPU devices (they share the
+host's memory), ``bytes_limit - bytes_in_use`` of ``Device.memory_stats()`` for
+accelerators; unknown elsewhere, and then nothing is checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+MEMINFO = "/proc/meminfo"
+
+
+def leaf_bytes(x: Any) -> int:
+    """Bytes of one array or ``ShapeDtypeStruct`` (a PRNG key counts its key data)."""
+    dtype = x.dtype
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return math.prod(x.shape) * 8  # two uint32 words per threefry key
+    return math.prod(x.shape) * np.dtype(dtype).itemsize
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of every array leaf of ``tree`` (concrete or abstract)."""
+    return sum(leaf_bytes(x) for x in jax.tree.leaves(tree))
+
+
+def free_bytes(device: jax.Device, meminfo: str = MEMINFO) -> int | None:
+    """Bytes free for new arrays on ``device``; None when the platform does not say."""
+    if device.platform == "cpu":
+        try:
+            with open(meminfo) as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024  # kB
+        except OSError:
+            return None
+        return None
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - some backends do not implement it
+        return None
+    if not stats or "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+
+
+def _fmt(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def largest_parts(tree: Any, k: int = 3) -> list[str]:
+    """The ``k`` largest leaves as ``"path shape dtype size"`` strings, largest first."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    leaves.sort(key=lambda pl: -leaf_bytes(pl[1]))
+    return [f"{jax.tree_util.keystr(path) or '<state>'} {list(x.shape)} {x.dtype} "
+            f"({_fmt(leaf_bytes(x))})" for path, x in leaves[:k]]
+
+
+def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the training state",
+               free: Any = free_bytes) -> None:
+    """Raises ``ValueError`` if ``state`` (abstract or concrete), spread evenly over
+    ``devices``, does not fit in the memory they have free.
+
+    CPU devices of one process share the host's memory, so they are checked together
+    against it with their whole share; each accelerator is checked against its own.
+    ``free(device)`` gives the free bytes (None: unknown, not checked).
+    """
+    devices = list(devices)
+    total = tree_bytes(state)
+    share = total / len(devices)
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    cpus = [d for d in local if d.platform == "cpu"]
+    demands = [(cpus[0], share * len(cpus), f"{len(cpus)} CPU device(s) of this host")] \
+        if cpus else []
+    demands += [(d, share, str(d)) for d in local if d.platform != "cpu"]
+    for device, need, where in demands:
+        have = free(device)
+        if have is None or need <= have:
+            continue
+        parts = "; ".join(largest_parts(state))
+        fixes = "a smaller replay (--set buffer_size=N), fewer seeds at once, or fewer envs"
+        if device.platform != "cpu":  # CPU devices all share the host's memory
+            fixes += "; or spread it over more devices (--devices)"
+        raise ValueError(f"{what} needs {_fmt(need)} on {where}, but {_fmt(have)} is free "
+                         f"there. Largest parts: {parts}. Make it smaller: {fixes}.")
