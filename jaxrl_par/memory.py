@@ -7,14 +7,17 @@ overcommits) the kernel kills the process mid-run with no message. :func:`check_
 turns that into an error that names the largest parts of the state and the fix. It
 checks the state alone: compiled programs and temporaries need some room beyond it.
 
-Free memory: ``MemAvailable`` of ``/proc/meminfo`` for CPU devices (they share the
-host's memory), ``bytes_limit - bytes_in_use`` of ``Device.memory_stats()`` for
-accelerators; unknown elsewhere, and then nothing is checked.
+Free memory: for CPU devices (they share the host's memory) ``MemAvailable`` of
+``/proc/meminfo``, and no more than the memory limit of the process's cgroup (a SLURM
+job's ``--mem``, a container's limit; cgroup v1 or v2); for accelerators
+``bytes_limit - bytes_in_use`` of ``Device.memory_stats()``. Unknown elsewhere, and then
+nothing is checked.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +25,9 @@ import jax
 import numpy as np
 
 MEMINFO = "/proc/meminfo"
+PROC_CGROUP = "/proc/self/cgroup"
+CGROUP_ROOT = "/sys/fs/cgroup"
+NO_LIMIT = 1 << 60  # cgroup v1 writes "no limit" as a number near 2^63
 
 
 def leaf_bytes(x: Any) -> int:
@@ -37,17 +43,53 @@ def tree_bytes(tree: Any) -> int:
     return sum(leaf_bytes(x) for x in jax.tree.leaves(tree))
 
 
-def free_bytes(device: jax.Device, meminfo: str = MEMINFO) -> int | None:
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def cgroup_limit(proc_cgroup: str = PROC_CGROUP, root: str = CGROUP_ROOT) -> int | None:
+    """The smallest memory limit on this process's cgroup and its ancestors, in bytes
+    (cgroup v2 ``memory.max`` or v1 ``memory.limit_in_bytes``); None if there is none.
+
+    The limit, not the limit minus usage: usage counts page cache that the kernel
+    reclaims before it kills anything, so it would refuse runs that fit.
+    """
+    text = _read(proc_cgroup)
+    if text is None:
+        return None
+    limits = []
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: 0::/path
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):  # v1: N:memory:/path
+            base, name = os.path.join(root, "memory"), "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):  # the cgroup, then each ancestor
+            value = _read(os.path.join(base, *parts[:depth], name))
+            if value is not None and value.strip().isdigit() and int(value) < NO_LIMIT:
+                limits.append(int(value))
+    return min(limits) if limits else None
+
+
+def free_bytes(device: jax.Device, meminfo: str = MEMINFO, proc_cgroup: str = PROC_CGROUP,
+               cgroup_root: str = CGROUP_ROOT) -> int | None:
     """Bytes free for new arrays on ``device``; None when the platform does not say."""
     if device.platform == "cpu":
-        try:
-            with open(meminfo) as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024  # kB
-        except OSError:
-            return None
-        return None
+        available = None
+        for line in (_read(meminfo) or "").splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024  # kB
+        limit = cgroup_limit(proc_cgroup, cgroup_root)
+        if available is None or limit is None:
+            return limit if available is None else available
+        return min(available, limit)
     try:
         stats = device.memory_stats()
     except Exception:  # noqa: BLE001 - some backends do not implement it
@@ -57,7 +99,8 @@ def free_bytes(device: jax.Device, meminfo: str = MEMINFO) -> int | None:
     return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
 
 
-def _fmt(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """``n`` bytes for people: "40 bytes", "3.1 MB", "305.5 GB" (powers of 1024)."""
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
         if n < 1024 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
@@ -70,7 +113,7 @@ def largest_parts(tree: Any, k: int = 3) -> list[str]:
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     leaves.sort(key=lambda pl: -leaf_bytes(pl[1]))
     return [f"{jax.tree_util.keystr(path) or '<state>'} {list(x.shape)} {x.dtype} "
-            f"({_fmt(leaf_bytes(x))})" for path, x in leaves[:k]]
+            f"({format_bytes(leaf_bytes(x))})" for path, x in leaves[:k]]
 
 
 def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the training state",
@@ -98,5 +141,6 @@ def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the train
         fixes = "a smaller replay (--set buffer_size=N), fewer seeds at once, or fewer envs"
         if device.platform != "cpu":  # CPU devices all share the host's memory
             fixes += "; or spread it over more devices (--devices)"
-        raise ValueError(f"{what} needs {_fmt(need)} on {where}, but {_fmt(have)} is free "
-                         f"there. Largest parts: {parts}. Make it smaller: {fixes}.")
+        raise ValueError(f"{what} needs {format_bytes(need)} on {where}, but "
+                         f"{format_bytes(have)} is free there. Largest parts: {parts}. "
+                         f"Make it smaller: {fixes}.")

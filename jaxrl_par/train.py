@@ -306,15 +306,17 @@ def train(
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
 
+    state_size = ""
     if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
         abstract = jax.eval_shape(sharded.init if sharded else jax.vmap(algo.init), keys)
         memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
                           else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
+        state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
 
     show = progress and is_main
     if show:  # the first run of a program compiles for seconds before the bar moves
         print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
-              f"chunks of {chunk_updates}...", end="", file=sys.stderr, flush=True)
+              f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
         state, compiled = _build(algo, keys, factory, sharded, chunk_updates)

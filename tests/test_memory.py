@@ -1,5 +1,6 @@
-"""The memory check before training: state sizes from shapes, free memory per platform,
-and the error that names the largest parts before anything is compiled."""
+"""The memory check before training: state sizes from shapes, free memory per platform
+(and under a cgroup limit), and the error that names the largest parts before anything
+is compiled."""
 
 import jax
 import jax.numpy as jnp
@@ -37,10 +38,42 @@ def test_free_bytes_on_cpu_reads_memavailable(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       32000000 kB\nMemAvailable:   1000 kB\n")
     cpu = jax.devices("cpu")[0]
-    assert memory.free_bytes(cpu, str(meminfo)) == 1000 * 1024
-    assert memory.free_bytes(cpu, str(tmp_path / "missing")) is None
+    no_cgroup = str(tmp_path / "no-cgroup")
+    assert memory.free_bytes(cpu, str(meminfo), no_cgroup) == 1000 * 1024
+    assert memory.free_bytes(cpu, str(tmp_path / "missing"), no_cgroup) is None
     accel = _Device("gpu", 5_000)
     assert memory.free_bytes(accel) == 5_000
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_limit_v1_and_v2_smallest_over_ancestors(tmp_path):
+    # A SLURM job's --mem (or a container's limit) caps what CPU devices may use, whatever
+    # the host has free. v2: memory.max of the cgroup and its ancestors ("max": none).
+    proc = tmp_path / "cgroup"
+    _write(proc, "0::/slurm/job_7/step_0\n")
+    root = tmp_path / "fs"
+    _write(root / "slurm" / "job_7" / "step_0" / "memory.max", "max\n")
+    _write(root / "slurm" / "job_7" / "memory.max", "8589934592\n")  # 8 GiB on the job
+    _write(root / "slurm" / "memory.max", "17179869184\n")
+    assert memory.cgroup_limit(str(proc), str(root)) == 8 << 30
+    # v1: the memory controller's hierarchy; "no limit" is a number near 2^63
+    _write(proc, "4:memory:/docker/abc\n3:cpuset:/\n")
+    _write(root / "memory" / "docker" / "abc" / "memory.limit_in_bytes", "9223372036854771712\n")
+    _write(root / "memory" / "docker" / "memory.limit_in_bytes", "4294967296\n")
+    assert memory.cgroup_limit(str(proc), str(root)) == 4 << 30
+    _write(root / "memory" / "docker" / "memory.limit_in_bytes", "9223372036854771712\n")
+    assert memory.cgroup_limit(str(proc), str(root)) is None
+    # CPU devices get the smaller of MemAvailable and the limit
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:   16777216 kB\n")  # 16 GiB
+    _write(root / "memory" / "docker" / "memory.limit_in_bytes", "4294967296\n")
+    cpu = jax.devices("cpu")[0]
+    assert memory.free_bytes(cpu, str(meminfo), str(proc), str(root)) == 4 << 30
+    assert memory.free_bytes(cpu, str(meminfo), str(tmp_path / "none"), str(root)) == 16 << 30
 
 
 def test_check_fits_per_accelerator_and_per_host():
@@ -52,7 +85,7 @@ def test_check_fits_per_accelerator_and_per_host():
         memory.check_fits(STATE, [_Device("gpu", 1_000_000, i) for i in range(2)], free=free)
     # CPU devices share the host's memory: two of them need the whole state there
     cpus = [_Device("cpu", 2_000_000, i) for i in range(2)]
-    free = lambda d: d.free_bytes  # noqa: E731  (free_bytes would read this host's)
+    free = lambda d: d.free_bytes  # memory.free_bytes would read this host's
     with pytest.raises(ValueError, match=r"needs 3\.1 MB on 2 CPU device\(s\)") as e:
         memory.check_fits(STATE, cpus, free=free)
     assert "--devices" not in str(e.value)  # more CPU devices would not help

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import toy_algo
 
+from jaxrl_par import memory
 from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
 from jaxrl_par.train import choose_chunk, make_chunk_fn, train
@@ -240,7 +241,9 @@ def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
     result = train(algo, [0, 1], num_chunks=4, progress=True)
     err = capsys.readouterr().err
     head, _, rest = err.partition("\n")
-    assert head.startswith("jaxrl_par: compiling 2 seed(s) x 23 updates in chunks of 6...")
+    size = memory.format_bytes(memory.tree_bytes(result.state))  # the state it allocates
+    assert head.startswith(f"jaxrl_par: compiling 2 seed(s) x 23 updates in chunks of 6 "
+                           f"(state {size})...")
     assert head.endswith(f" {result.compile_seconds:.1f} s")
     steps = algo.num_updates * algo.env_steps_per_update
     assert f"{steps}/{steps}" in rest  # then the bar, to the end
