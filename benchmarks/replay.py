@@ -317,6 +317,8 @@ def bench_scan_case(kind, capacity, args, fbx):
     # Timed (interleaved) and freed before the full buffers exist: halves peak memory.
     rows = time_scan_ops(ops, kind, capacity, args)
     ops = []
+    if args.add_only:
+        return rows
 
     # ---- sample / update on full buffers ----------------------------------------------
     chunk = min(4096, capacity)  # flashbax's add_batch_size must match its fill
@@ -461,6 +463,8 @@ def main():
     parser.add_argument("--in-scan", action="store_true",
                         help="time each op as L iterations inside one jitted lax.scan")
     parser.add_argument("--scan-length", type=int, default=64, help="L for --in-scan")
+    parser.add_argument("--add-only", action="store_true",
+                        help="with --in-scan: the add rows alone (no full buffers built)")
     parser.add_argument("--dump-hlo", default=None,
                         help="with --in-scan: write each compiled program's HLO here")
     args = parser.parse_args()

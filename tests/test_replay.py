@@ -435,3 +435,45 @@ def test_uniform_update_priorities_is_a_checked_noop():
     state = buf.add(buf.init(EXAMPLE), batch([0, 1]))
     same = buf.update_priorities(state, jnp.array([1]), jnp.array([3.0]))
     jax.tree.map(np.testing.assert_array_equal, same, state)
+
+
+@pytest.mark.parametrize("sizes", [[3, 4, 7], [10], [9, 9, 9, 2]])
+def test_image_rows_written_per_leaf_equal_one_row_block(sizes, monkeypatch):
+    # Rows with an image leaf (>= WIDE_LEAF_WORDS words) are written leaf by leaf into
+    # their columns; the ring must hold exactly what the one-block write gives, through
+    # wrap-arounds, and read back as the newest items in their slots.
+    example = {"obs": jnp.zeros((10, 10, 4), jnp.uint8), "action": jnp.int32(0),
+               "reward": jnp.float32(0), "done": jnp.bool_(False),
+               "next_obs": jnp.zeros((10, 10, 4), jnp.uint8)}
+    rng = np.random.default_rng(3)
+
+    def items(ids):
+        n = len(ids)
+        return {"obs": jnp.asarray(rng.integers(0, 256, (n, 10, 10, 4)), jnp.uint8),
+                "action": jnp.asarray(ids, jnp.int32),
+                "reward": jnp.asarray(rng.normal(size=n), jnp.float32),
+                "done": jnp.asarray(rng.random(n) < 0.5),
+                "next_obs": jnp.asarray(rng.integers(0, 256, (n, 10, 10, 4)), jnp.uint8)}
+
+    batches, start = [], 0
+    for n in sizes:
+        batches.append(items(np.arange(start, start + n)))
+        start += n
+    buf = replay.uniform(capacity=10)
+
+    def fill():
+        state = buf.init(example)
+        for b in batches:
+            state = buf.add(state, b)
+        return state
+
+    per_leaf = fill()
+    monkeypatch.setattr(replay.storage, "WIDE_LEAF_WORDS", 10**9)  # one row block
+    block = fill()
+    np.testing.assert_array_equal(per_leaf.words, block.words)
+    np.testing.assert_array_equal(per_leaf.tail, block.tail)
+    everything = jax.tree.map(lambda *x: np.concatenate(x), *batches)
+    data = per_leaf.data
+    for i in range(max(0, start - 10), start):  # item i sits in slot i % capacity
+        for name in example:
+            np.testing.assert_array_equal(np.asarray(data[name])[i % 10], everything[name][i])
