@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import replay
-from jaxrl_par.replay import storage as storage_lib
+from jaxrl_par.memory import tree_bytes
 
 
 def transition(kind: str):
@@ -152,10 +152,10 @@ def bench_case(kind, capacity, args, fbx):
     full_p, full_u, fb_full_p, fbu_full = full_buffers(ours_p, ours_u, example, capacity, fbx)
     memory = {
         "raw_storage_bytes": full_p.storage.data_nbytes,
-        "ours_prioritized_state_bytes": storage_lib.nbytes(full_p),
-        "ours_uniform_state_bytes": storage_lib.nbytes(full_u),
-        "flashbax_prioritized_state_bytes": storage_lib.nbytes(fb_full_p),
-        "flashbax_flat_state_bytes": storage_lib.nbytes(fbu_full),
+        "ours_prioritized_state_bytes": tree_bytes(full_p),
+        "ours_uniform_state_bytes": tree_bytes(full_u),
+        "flashbax_prioritized_state_bytes": tree_bytes(fb_full_p),
+        "flashbax_flat_state_bytes": tree_bytes(fbu_full),
     }
     for name in list(memory)[1:]:
         extra = memory[name] - memory["raw_storage_bytes"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -86,10 +86,8 @@ def free_bytes(device: jax.Device, meminfo: str = MEMINFO, proc_cgroup: str = PR
         for line in (_read(meminfo) or "").splitlines():
             if line.startswith("MemAvailable:"):
                 available = int(line.split()[1]) * 1024  # kB
-        limit = cgroup_limit(proc_cgroup, cgroup_root)
-        if available is None or limit is None:
-            return limit if available is None else available
-        return min(available, limit)
+        known = [b for b in (available, cgroup_limit(proc_cgroup, cgroup_root)) if b is not None]
+        return min(known) if known else None
     try:
         stats = device.memory_stats()
     except Exception:  # noqa: BLE001 - some backends do not implement it
@@ -117,7 +115,7 @@ def largest_parts(tree: Any, k: int = 3) -> list[str]:
 
 
 def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the training state",
-               free: Any = free_bytes) -> None:
+               free: Callable[[jax.Device], int | None] = free_bytes) -> None:
     """Raises ``ValueError`` if ``state`` (abstract or concrete), spread evenly over
     ``devices``, does not fit in the memory they have free.
 

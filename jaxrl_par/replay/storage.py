@@ -286,8 +286,3 @@ def get(state: StorageState, indices: jax.Array) -> PyTree:
 def can_sample(state: StorageState, batch_size: int) -> jax.Array:
     """bool `[]`: at least `batch_size` items are stored (traceable)."""
     return state.size >= batch_size
-
-
-def nbytes(tree: PyTree) -> int:
-    """Bytes of all array leaves of `tree` (shapes only; works on abstract values)."""
-    return int(sum(np.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree)))
