@@ -23,11 +23,13 @@ rounding (the summation order can differ). Forward-mode differentiation (``jax.j
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 _barrier = jax.lax.optimization_barrier
 
@@ -149,18 +151,59 @@ class Conv(nn.Module):
         kh, kw = self.kernel_size
         channels = jnp.shape(x)[-1]
         kernel = self.param("kernel", self.kernel_init, (kh, kw, channels, self.features))
-        x = x.astype(jnp.promote_types(x.dtype, kernel.dtype))
         if self.padding == "SAME":
             pads = jax.lax.padtype_to_pads(x.shape[-3:-1], (kh, kw), (1, 1), "SAME")
             x = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + list(pads) + [(0, 0)])
         height, width = x.shape[-3] - kh + 1, x.shape[-2] - kw + 1
         if height < 1 or width < 1:
             raise ValueError(f"input {x.shape[-3:-1]} is smaller than the kernel {(kh, kw)}")
-        # patches[..., i, j, (a * kw + b) * C + c] = x[..., i + a, j + b, c], the row order
-        # of kernel.reshape(kh * kw * C, features).
-        patches = jnp.concatenate(
-            [x[..., a:a + height, b:b + width, :] for a in range(kh) for b in range(kw)], axis=-1)
-        y = dense_matmul(patches, kernel.reshape(kh * kw * channels, self.features))
+        # The patches are taken in the input's dtype (uint8 images: a quarter of the bytes
+        # to move) and promoted after, as flax promotes integer inputs.
+        x = patches(x, kh, kw)
+        x = x.astype(jnp.promote_types(x.dtype, kernel.dtype))
+        y = dense_matmul(x, kernel.reshape(kh * kw * channels, self.features))
         if self.use_bias:
             y = y + self.param("bias", self.bias_init, (self.features,))
         return y
+
+
+def patch_indices(height: int, width: int, channels: int, kh: int, kw: int) -> np.ndarray:
+    """int32 ``[H' * W' * kh * kw * C]``: for each output position ``(i, j)`` and each
+    ``(a, b, c)`` of the window, the flat index of ``x[i + a, j + b, c]`` in an
+    ``[H, W, C]`` image, with ``H' = H - kh + 1`` and ``W' = W - kw + 1``."""
+    i, j, a, b, c = np.meshgrid(np.arange(height - kh + 1), np.arange(width - kw + 1),
+                                np.arange(kh), np.arange(kw), np.arange(channels),
+                                indexing="ij")
+    return (((i + a) * width + (j + b)) * channels + c).reshape(-1).astype(np.int32)
+
+
+#: From this many images on, :func:`patches` gathers instead of concatenating.
+GATHER_MIN_ROWS = 1024
+
+
+def patches(x: jax.Array, kh: int, kw: int) -> jax.Array:
+    """``x [..., H, W, C] -> [..., H', W', kh * kw * C]``: the ``kh x kw`` window at every
+    valid position, ``out[..., i, j, (a * kw + b) * C + c] = x[..., i + a, j + b, c]`` (the
+    row order of ``kernel.reshape(kh * kw * C, features)``).
+
+    Two ways, the same values, picked by the number of images (a static shape):
+
+    * from :data:`GATHER_MIN_ROWS` images on, one gather with a fixed index per image;
+    * below, two concatenations: the ``kw`` column shifts (runs of ``C`` values), then
+      the ``kh`` row shifts of that (runs of ``kw * C``).
+
+    Both replace one concatenation of the ``kh * kw`` shifted views, which copies runs of
+    only ``C`` values. Whole updates on Breakout-MinAtar, one core, 4 seeds under vmap,
+    against that concatenation in float32: PPO (64 envs, 2,048-row minibatches) 1.34x
+    with the gather and 1.21-1.25x with the two concatenations; DQN (64-row batches)
+    0.92x and 1.03-1.04x; Ape-X 1.08x and 1.11-1.13x.
+    """
+    *lead, height, width, channels = x.shape
+    h, w = height - kh + 1, width - kw + 1
+    if math.prod(lead) >= GATHER_MIN_ROWS:
+        idx = jnp.asarray(patch_indices(height, width, channels, kh, kw))
+        flat = x.reshape(tuple(lead) + (height * width * channels,))
+        out = jnp.take(flat, idx, axis=-1, mode="clip")  # in bounds by construction
+        return out.reshape(tuple(lead) + (h, w, kh * kw * channels))
+    columns = jnp.concatenate([x[..., :, b:b + w, :] for b in range(kw)], axis=-1)
+    return jnp.concatenate([columns[..., a:a + h, :, :] for a in range(kh)], axis=-1)

@@ -148,7 +148,6 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
-        x = as_input(x)
         x = act(Conv(self.channels, (3, 3), padding="VALID",
                      kernel_init=orthogonal(math.sqrt(2)))(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))

@@ -179,3 +179,20 @@ def test_conv_rejects_what_it_does_not_compute():
         layers.Conv(4, padding="CIRCULAR").init(jax.random.key(0), x)
     with pytest.raises(ValueError, match="smaller than the kernel"):
         layers.Conv(4, (7, 7)).init(jax.random.key(0), x)
+
+
+@pytest.mark.parametrize("rows", [3, layers.GATHER_MIN_ROWS])  # both ways of building them
+@pytest.mark.parametrize("dtype", [jnp.uint8, jnp.float32])
+def test_patches_equal_the_shifted_views(rows, dtype):
+    """patches[..., i, j, (a * kw + b) * C + c] == x[..., i + a, j + b, c], exactly, with
+    a non-square kernel and image and a leading axis of each size."""
+    x = jnp.asarray(np.random.default_rng(4).integers(0, 200, (rows, 7, 6, 3)), dtype)
+    kh, kw = 3, 2
+    p = layers.patches(x, kh, kw)
+    assert p.shape == (rows, 5, 5, kh * kw * 3) and p.dtype == dtype
+    ref = np.concatenate([np.asarray(x)[:, a:a + 5, b:b + 5, :]
+                          for a in range(kh) for b in range(kw)], axis=-1)
+    np.testing.assert_array_equal(p, ref)
+    # Under vmap the per-seed leading size decides the way; the values do not change.
+    np.testing.assert_array_equal(jax.vmap(lambda v: layers.patches(v, kh, kw))(x[None]),
+                                  ref[None])
