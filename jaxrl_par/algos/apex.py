@@ -48,6 +48,8 @@ from jaxrl_par.algos.q_common import (
     act_steps,
     check_q_config,
     example_transition,
+    flat_params,
+    scan_flat,
     to_transitions,
 )
 from jaxrl_par.exploration import apex_epsilons
@@ -179,7 +181,7 @@ def make(config: Config) -> Algorithm:
         return State(
             params=params,
             target_params=params,
-            opt_state=tx.init(params),
+            opt_state=tx.init(flat_params(params)),  # the learner steps on flat vectors
             actor_params=params,
             actor_target_params=params,
             actor_version=jnp.int32(0),
@@ -201,15 +203,17 @@ def make(config: Config) -> Algorithm:
                                double=True)
         return (jnp.abs(td) + cfg.priority_eps) * transitions.mask
 
-    def learner_step(carry, key):
-        """One prioritized double-Q step. Carry ``(params, target, opt_state, buffer, step,
-        env_steps)``; outputs per-step metrics."""
-        params, target_params, opt_state, buffer, step, env_steps = carry
+    def learner_step(carry, key, unravel):
+        """One prioritized double-Q step on flat parameter vectors (see
+        :func:`scan_flat`). Carry ``(params [P], target [P], (opt_state, buffer, step,
+        env_steps))``; outputs per-step metrics."""
+        params, target_params, (opt_state, buffer, step, env_steps) = carry
         batch = replay.weighted_batch(buf, buffer, key, global_batch(), cfg.per_beta,
                                       cfg.axis_name, max_per_shard())
-        (loss, aux), grads = jax.value_and_grad(q_loss, has_aux=True)(
-            params, target_params, q_fn, batch.transitions, batch.loss_weights, True, cfg.loss,
-            cfg.huber_delta)
+        (loss, aux), grads = jax.value_and_grad(
+            lambda p: q_loss(unravel(p), unravel(target_params), q_fn, batch.transitions,
+                             batch.loss_weights, True, cfg.loss, cfg.huber_delta),
+            has_aux=True)(params)
         grads = axes.psum(grads, cfg.axis_name)  # per-shard parts of the global mean
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
@@ -239,16 +243,15 @@ def make(config: Config) -> Algorithm:
             "importance_weight": sums["importance_weight"] / n,
             "dropped_fraction": sums["dropped"] / global_batch(),
         }
-        return (params, target_params, opt_state, buffer, step, env_steps), out
+        return (params, target_params, (opt_state, buffer, step, env_steps)), out
 
     def learn(carry, buffer, key):
         """``learner_steps_per_iteration`` learner steps; returns the learner carry, the
         buffer's priorities (its storage is read-only here) and mean metrics."""
         params, target_params, opt_state, step, env_steps = carry
         keys = jax.random.split(key, cfg.learner_steps_per_iteration)
-        inner = (params, target_params, opt_state, buffer, step, env_steps)
-        inner, out = jax.lax.scan(learner_step, inner, keys)
-        params, target_params, opt_state, buffer, step, env_steps = inner
+        params, target_params, (opt_state, buffer, step, env_steps), out = scan_flat(
+            learner_step, params, target_params, (opt_state, buffer, step, env_steps), keys)
         return ((params, target_params, opt_state, step, env_steps),
                 (buffer.tree, buffer.max_priority), jax.tree.map(jnp.mean, out))
 

@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
-from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs, replay, rng
 from jaxrl_par.algos.base import Algorithm, clipped_adam
@@ -33,6 +32,8 @@ from jaxrl_par.algos.q_common import (
     act_steps,
     check_q_config,
     example_transition,
+    flat_params,
+    scan_flat,
     to_transitions,
 )
 from jaxrl_par.exploration import linear_epsilon
@@ -159,7 +160,7 @@ def make(config: Config) -> Algorithm:
         return State(
             params=params,
             target_params=params,
-            opt_state=tx.init(ravel_pytree(params)[0]),
+            opt_state=tx.init(flat_params(params)),
             env_state=local_env().reset(env_keys(k_env)),
             nstep_carry=init_nstep_carry(cfg.n_step, n_local, spec.observation_shape,
                                          spec.observation_dtype),
@@ -182,11 +183,10 @@ def make(config: Config) -> Algorithm:
         return rng.integers_below(key, (g, cfg.batch_size), buffer.size)
 
     def gradient_step(carry, draws, unravel):
-        """One learner step on flat parameter vectors (the optimiser and target update
-        are then a few ops, not a few per layer). Carry ``(params [P], target [P],
-        opt_state, buffer, step, beta)``; ``draws`` is one row of :func:`draw`;
-        outputs ``(loss, q_mean)``."""
-        params, target_params, opt_state, buffer, step, beta = carry
+        """One learner step on flat parameter vectors (see :func:`scan_flat`). Carry
+        ``(params [P], target [P], (opt_state, buffer, step, beta))``; ``draws`` is one
+        row of :func:`draw`; outputs ``(loss, q_mean)``."""
+        params, target_params, (opt_state, buffer, step, beta) = carry
         if cfg.prioritized:
             sample = buf.sample(buffer, draws, cfg.batch_size, beta)
         else:
@@ -206,19 +206,16 @@ def make(config: Config) -> Algorithm:
         target_params = optax.periodic_update(
             optax.incremental_update(params, target_params, cfg.tau), target_params, step,
             cfg.target_update_period)
-        return (params, target_params, opt_state, buffer, step, beta), (loss, aux["q_mean"])
+        return (params, target_params, (opt_state, buffer, step, beta)), (loss, aux["q_mean"])
 
     def learn(carry, buffer, key):
         """``gradient_steps_per_update`` learner steps. Returns the learner carry, the
         buffer's priorities (the storage is read-only here, so ``lax.cond`` under ``vmap``
         selects only the small parts) and mean ``(loss, q_mean)``."""
         params, target_params, opt_state, step, beta = carry
-        flat, unravel = ravel_pytree(params)
-        inner = (flat, ravel_pytree(target_params)[0], opt_state, buffer, step, beta)
-        inner, (loss, q_mean) = jax.lax.scan(lambda c, d: gradient_step(c, d, unravel),
-                                             inner, draw(buffer, key))
-        flat, flat_target, opt_state, buffer, step, beta = inner
-        params, target_params = unravel(flat), unravel(flat_target)
+        params, target_params, (opt_state, buffer, step, beta), (loss, q_mean) = scan_flat(
+            gradient_step, params, target_params, (opt_state, buffer, step, beta),
+            draw(buffer, key))
         return ((params, target_params, opt_state, step, beta), _priorities(buffer),
                 (jnp.mean(loss), jnp.mean(q_mean)))
 
