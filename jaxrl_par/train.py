@@ -49,6 +49,9 @@ METRICS = "metrics.jsonl"
 _MAX_COMPILED = 8
 _compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 _by_program: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+# The vmapped init traced (not lowered), keyed as `_compiled`: the memory check reads the
+# state's shapes from it and the compile lowers it, so init is traced once per run.
+_traced: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
 
 def _cached(cache: collections.OrderedDict, key, make: Callable[[], Any]) -> Any:
@@ -73,6 +76,13 @@ def _compile_lowered(lowered, args: tuple) -> Any:
 def _compile_once(key: tuple, lower: Callable[..., Any], *args):
     """The compiled program for ``key``, from the caches or ``lower(*args).compile()``."""
     return _cached(_compiled, key, lambda: _compile_lowered(lower(*args), args))
+
+
+def _traced_init(algo: Algorithm, keys: jax.Array) -> Any:
+    """``jax.jit(jax.vmap(algo.init))`` traced for ``keys``: ``.out_info`` is the state's
+    shapes, ``.lower()`` its program."""
+    return _cached(_traced, ("init", algo.init, _abstract(keys)),
+                   lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
 
 
 def _abstract(tree) -> tuple:
@@ -196,7 +206,7 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
             compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
         else:
             init = _compile_once(("init", algo.init, _abstract(keys)),
-                                 jax.jit(jax.vmap(algo.init)).lower, keys)
+                                 lambda k: _traced_init(algo, k).lower(), keys)
             state = init(keys)
             compiled = _compile_once(
                 ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
@@ -308,7 +318,8 @@ def train(
 
     state_size = ""
     if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
-        abstract = jax.eval_shape(sharded.init if sharded else jax.vmap(algo.init), keys)
+        abstract = (jax.eval_shape(sharded.init, keys) if sharded
+                    else _traced_init(algo, keys).out_info)
         memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
                           else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
         state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
