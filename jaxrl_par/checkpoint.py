@@ -18,6 +18,21 @@ def is_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
+def _is_key_like(x) -> bool:
+    """:func:`is_key`, or a ``jax.ShapeDtypeStruct`` of a typed key (an abstract template)."""
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _key_data_shape(t) -> tuple[int, ...]:
+    return tuple(jax.eval_shape(jax.random.key_data, t).shape)
+
+
+def _key_impl(t):
+    if isinstance(t, jax.Array):
+        return jax.random.key_impl(t)
+    return t.dtype._impl  # a ShapeDtypeStruct's key type; jax has no public accessor
+
+
 def save(path: str, state: Any, meta: dict | None = None) -> None:
     """Writes ``state`` (any pytree of arrays) and a JSON ``meta`` dict atomically."""
     leaves = jax.tree.leaves(state)
@@ -45,6 +60,9 @@ def load(path: str, template: Any,
          ) -> tuple[Any, dict]:
     """Reads a checkpoint into the structure of ``template``; returns ``(state, meta)``.
 
+    ``template`` is a state of the same structure, or only its shapes (``jax.eval_shape``
+    of the init: nothing is allocated but what is read).
+
     ``reshape(i, array, shape)``, if given, maps saved leaf ``i`` to the shape the template
     expects (for a PRNG key, its key data's) before the shapes are compared, e.g. to read
     a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runs``).
@@ -59,15 +77,14 @@ def load(path: str, template: Any,
         restored = []
         for i, t in enumerate(leaves):
             x = data[f"leaf_{i}"]
-            want = tuple(jax.random.key_data(t).shape if is_key(t) else np.shape(t))
+            want = _key_data_shape(t) if _is_key_like(t) else tuple(t.shape)
             if reshape is not None:
                 x = reshape(i, x, want)
             if x.shape != want:
                 raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
                                  f"the state expects {want}")
-            if is_key(t):
-                restored.append(jax.random.wrap_key_data(jnp.asarray(x),
-                                                         impl=jax.random.key_impl(t)))
+            if _is_key_like(t):
+                restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=_key_impl(t)))
             else:
                 restored.append(jnp.asarray(x, dtype=t.dtype))
         meta = json.loads(bytes(data["meta"]).decode())

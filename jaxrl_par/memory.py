@@ -115,13 +115,15 @@ def largest_parts(tree: Any, k: int = 3) -> list[str]:
 
 
 def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the training state",
-               free: Callable[[jax.Device], int | None] = free_bytes) -> None:
+               free: Callable[[jax.Device], int | None] = free_bytes,
+               fixes: str | None = None) -> None:
     """Raises ``ValueError`` if ``state`` (abstract or concrete), spread evenly over
     ``devices``, does not fit in the memory they have free.
 
     CPU devices of one process share the host's memory, so they are checked together
     against it with their whole share; each accelerator is checked against its own.
-    ``free(device)`` gives the free bytes (None: unknown, not checked).
+    ``free(device)`` gives the free bytes (None: unknown, not checked). ``fixes`` is the
+    advice the error ends with (default: the ways to make a training state smaller).
     """
     devices = list(devices)
     total = tree_bytes(state)
@@ -136,9 +138,12 @@ def check_fits(state: Any, devices: Sequence[jax.Device], what: str = "the train
         if have is None or need <= have:
             continue
         parts = "; ".join(largest_parts(state))
-        fixes = "a smaller replay (--set buffer_size=N), fewer seeds at once, or fewer envs"
-        if device.platform != "cpu":  # CPU devices all share the host's memory
-            fixes += "; or spread it over more devices (--devices)"
+        advice = fixes
+        if advice is None:
+            advice = ("Make it smaller: a smaller replay (--set buffer_size=N), fewer seeds "
+                      "at once, or fewer envs")
+            if device.platform != "cpu":  # CPU devices all share the host's memory
+                advice += "; or spread it over more devices (--devices)"
         raise ValueError(f"{what} needs {format_bytes(need)} on {where}, but "
                          f"{format_bytes(have)} is free there. Largest parts: {parts}. "
-                         f"Make it smaller: {fixes}.")
+                         f"{advice}.")

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxrl_par import algos, checkpoint
+from jaxrl_par import algos, checkpoint, memory
 from jaxrl_par.algos.base import Algorithm
 
 
@@ -179,7 +179,12 @@ def load_run(log_dir: str) -> LoadedRun:
     name, cfg = config_from_record(meta["config"])
     algo = algos.get(name).make(cfg)
     keys, seeds = seed_keys(meta["seeds"])
-    template = jax.jit(jax.vmap(algo.init))(keys)
+    # Shapes only: the state is allocated once, as it is read (a large replay would
+    # otherwise be built by init and then replaced), after checking it fits.
+    template = jax.eval_shape(jax.vmap(algo.init), keys)
+    memory.check_fits(template, [jax.devices()[0]], f"the state saved in {path}",
+                      fixes="Load it where more memory is free (a larger machine, or fewer "
+                            "other jobs here)")
     shards = set()  # D of every [S, D, ...] leaf read
 
     def reshape(i: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -92,6 +92,31 @@ def test_load_run_errors_name_the_problem(tmp_path):
         load_run(str(tmp_path))
 
 
+def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
+    """The template is shapes only (nothing allocated twice), checked against free memory
+    first; then the state read equals the one saved, PRNG keys included."""
+    from jaxrl_par import memory
+    from jaxrl_par.train import _config_record
+
+    algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
+                               total_timesteps=64))
+    state = jax.vmap(algo.init)(jax.random.split(jax.random.key(3), 2))
+    checkpoint.save(str(tmp_path / "checkpoint.npz"), state,
+                    {"updates_done": 1, "seeds": [0, 1], "config": _config_record(algo)})
+    run = load_run(str(tmp_path))
+    for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state)):
+        assert a.dtype == b.dtype
+        if checkpoint.is_key(a):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(a, b)
+    real = memory.check_fits
+    monkeypatch.setattr(memory, "check_fits",
+                        lambda *a, **k: real(*a, **k, free=lambda device: 1000))
+    with pytest.raises(ValueError, match=r"the state saved in .*checkpoint\.npz needs .* but "
+                       r"1000 bytes is free there.*Load it where more memory is free"):
+        load_run(str(tmp_path))
+
+
 def test_cli_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
