@@ -14,16 +14,13 @@ import numpy as np
 
 
 def is_key(x) -> bool:
-    """True for a typed PRNG key array (saved as its key data)."""
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
-def _is_key_like(x) -> bool:
-    """:func:`is_key`, or a ``jax.ShapeDtypeStruct`` of a typed key (an abstract template)."""
+    """True for a typed PRNG key array (saved as its key data), or its
+    ``jax.ShapeDtypeStruct`` (a leaf of an abstract template)."""
     return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def _key_data_shape(t) -> tuple[int, ...]:
+def key_data_shape(t) -> tuple[int, ...]:
+    """Shape of the raw key data of a key array or its ``ShapeDtypeStruct``."""
     return tuple(jax.eval_shape(jax.random.key_data, t).shape)
 
 
@@ -77,13 +74,13 @@ def load(path: str, template: Any,
         restored = []
         for i, t in enumerate(leaves):
             x = data[f"leaf_{i}"]
-            want = _key_data_shape(t) if _is_key_like(t) else tuple(t.shape)
+            want = key_data_shape(t) if is_key(t) else tuple(t.shape)
             if reshape is not None:
                 x = reshape(i, x, want)
             if x.shape != want:
                 raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
                                  f"the state expects {want}")
-            if _is_key_like(t):
+            if is_key(t):
                 restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=_key_impl(t)))
             else:
                 restored.append(jnp.asarray(x, dtype=t.dtype))

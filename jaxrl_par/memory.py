@@ -32,10 +32,9 @@ NO_LIMIT = 1 << 60  # cgroup v1 writes "no limit" as a number near 2^63
 
 def leaf_bytes(x: Any) -> int:
     """Bytes of one array or ``ShapeDtypeStruct`` (a PRNG key counts its key data)."""
-    dtype = x.dtype
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return math.prod(x.shape) * 8  # two uint32 words per threefry key
-    return math.prod(x.shape) * np.dtype(dtype).itemsize
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # its key data, any impl
+        x = jax.eval_shape(jax.random.key_data, x)
+    return math.prod(x.shape) * np.dtype(x.dtype).itemsize
 
 
 def tree_bytes(tree: Any) -> int:
