@@ -78,9 +78,13 @@ def _compile_once(key: tuple, lower: Callable[..., Any], *args):
     return _cached(_compiled, key, lambda: _compile_lowered(lower(*args), args))
 
 
-def _traced_init(algo: Algorithm, keys: jax.Array) -> Any:
-    """``jax.jit(jax.vmap(algo.init))`` traced for ``keys``: ``.out_info`` is the state's
+def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
+    """``jax.jit(jax.vmap(algo.init))`` traced for ``keys`` (with ``sharded``, its mesh
+    twin :meth:`~jaxrl_par.parallel.Sharded.trace_init`): ``.out_info`` is the state's
     shapes, ``.lower()`` its program."""
+    if sharded:
+        return _cached(_traced, ("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
+                       lambda: sharded.trace_init(keys))
     return _cached(_traced, ("init", algo.init, _abstract(keys)),
                    lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
 
@@ -201,7 +205,8 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     compiled chunk, from the program caches where they hold them."""
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
         if sharded:
-            state = sharded.init(keys)
+            data = jax.random.key_data(keys)
+            state = _compile_lowered(_traced_init(algo, keys, sharded).lower(), (data,))(data)
             args = (state, jnp.int32(0))
             compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
         else:
@@ -298,8 +303,9 @@ def train(
         if chunk_fn_factory is not None:
             raise ValueError("give devices/pop or chunk_fn_factory, not both")
         mesh = parallel.make_mesh(devices, pop or 1)
-        parallel.check_algorithm(algo, mesh, len(seed_list))  # raises before compiling
+        parallel.check_algorithm(algo, mesh, len(seed_list), trace=False)
         sharded = parallel.Sharded(algo, mesh)
+        _traced_init(algo, keys, sharded)  # raises before compiling, e.g. num_envs % devices
         factory = sharded.chunk_fn_factory
     # The state's layout: [S, ...] on the plain runner, [S, D, ...] on a mesh of D data shards.
     data_shards = int(sharded.mesh.shape[axes.DATA]) if sharded else None
@@ -318,8 +324,7 @@ def train(
 
     state_size = ""
     if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
-        abstract = (jax.eval_shape(sharded.init, keys) if sharded
-                    else _traced_init(algo, keys).out_info)
+        abstract = _traced_init(algo, keys, sharded).out_info
         memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
                           else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
         state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"

@@ -283,9 +283,11 @@ def test_make_chunk_fn_masks_past_the_end():
     assert np.all(np.asarray(m["loss"])[0, 2:] == 0.0) and np.all(np.asarray(m["loss"])[0, :2] != 0)
 
 
-def test_init_is_traced_once_for_the_memory_check_and_the_compile():
+@pytest.mark.parametrize("mesh", [{}, {"devices": 1}], ids=["plain", "mesh"])
+def test_init_is_traced_once_for_the_memory_check_and_the_compile(mesh):
     """The memory check reads the state's shapes from the trace that is then lowered and
-    compiled (tracing a big init twice cost ~0.1-0.3 s per run)."""
+    compiled (tracing a big init twice cost ~0.1-0.3 s per run), on the plain runner and
+    on a mesh."""
     algo = toy_algo.make(dataclasses.replace(TOY, learning_rate=0.0123))  # a fresh program
     traces = []
 
@@ -294,7 +296,7 @@ def test_init_is_traced_once_for_the_memory_check_and_the_compile():
         return algo.init(key)
 
     counted = algo._replace(init=init)
-    result = train(counted, [0, 1], num_chunks=2, progress=False)
+    result = train(counted, [0, 1], num_chunks=2, progress=False, **mesh)
     assert len(traces) == 1
-    reference = train(algo, [0, 1], num_chunks=2, progress=False)
+    reference = train(algo, [0, 1], num_chunks=2, progress=False, **mesh)
     _assert_trees_equal(result.state, reference.state)

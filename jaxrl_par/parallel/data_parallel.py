@@ -34,13 +34,15 @@ from jaxrl_par.parallel.mesh import shape_of
 STATE_SPEC = P(axes.POP, axes.DATA)  # every state leaf: [S, D, ...]
 
 
-def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int) -> None:
+def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = True) -> None:
     """Raises a ValueError naming the numbers if ``algo`` cannot run on ``mesh``.
 
     Checks, before anything is compiled: seeds divide over ``pop``; the algorithm
     reduces over ``axes.DATA`` when the data axis has more than one device; and its
     ``init`` traces with the data axis bound (so e.g. ``num_envs`` that does not divide
     the data devices fails here, with the message of :func:`jaxrl_par.axes.local_size`).
+    ``trace=False`` leaves that last check to the caller's own trace of
+    :meth:`Sharded.trace_init` (the runner's: it keeps that trace for the compile).
     """
     shape = shape_of(mesh)
     if num_seeds % shape.pop:
@@ -55,7 +57,8 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int) -> None:
             f"with axis_name={axis_name!r}: make it with Config(axis_name="
             f"jaxrl_par.axes.DATA) so that gradients are averaged over devices"
         )
-    jax.eval_shape(make_init(algo, mesh), jnp.zeros((num_seeds, 2), jnp.uint32))
+    if trace:
+        jax.eval_shape(make_init(algo, mesh), jnp.zeros((num_seeds, 2), jnp.uint32))
 
 
 def _squeeze_data(tree):
@@ -173,6 +176,12 @@ class Sharded:
         """``[S]`` PRNG keys -> state ``[S, D, ...]`` on the mesh."""
         data = jax.random.key_data(keys)
         return make_init(self.algo, self.mesh, jax.random.key_impl(keys))(data)
+
+    def trace_init(self, keys: jax.Array) -> Any:
+        """:meth:`init` traced for ``keys``, not run: ``.out_info`` is the state's shapes
+        and shardings; ``.lower()`` its program, which takes ``jax.random.key_data(keys)``."""
+        return make_init(self.algo, self.mesh, jax.random.key_impl(keys)).trace(
+            jax.random.key_data(keys))
 
     def chunk_fn_factory(self, algo: Algorithm, chunk_updates: int, example_state) -> Callable:
         """Drop-in for ``train(..., chunk_fn_factory=...)``."""
