@@ -222,20 +222,14 @@ def test_global_batch_then_update_in_a_scan_does_not_copy_the_tree():
 
 # --- 8 fake devices, in a fresh process ------------------------------------------------
 
-# The 8-device file in two halves of ~70 s each (on one core), so that the suite's two
-# xdist workers can run them side by side; together they select every test of the file.
-_PPO_HALF = "ppo or resume or check_vma or errors or replication"
-
-
-@pytest.mark.parametrize("select", [_PPO_HALF, f"not ({_PPO_HALF})"], ids=["ppo", "rest"])
-def test_eight_device_suite(select):
+def test_eight_device_suite():
     """Runs tests/test_parallel_devices.py with 8 fake CPU devices (see that file)."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                         " --xla_force_host_platform_device_count=8").strip()
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", select,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          os.path.join(HERE, "test_parallel_devices.py")],
         env=env, capture_output=True, text=True, timeout=600,
     )
