@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="multi-host: process 0's address, or 'auto' to detect SLURM/MPI/TPU")
     par.add_argument("--num-processes", type=int, default=None, help="multi-host: process count")
     par.add_argument("--process-id", type=int, default=None, help="multi-host: this process")
+    par.add_argument("--actor-learner", action="store_true",
+                     help="Ape-X: actors on one device and learner on another, running at "
+                          "once (sets pipeline=true; on CPU, two devices of the cores)")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
@@ -106,6 +109,17 @@ def _use_compile_cache() -> None:
     jax.config.update("jax_compilation_cache_dir", compile_cache_dir())
 
 
+def _two_cpu_devices() -> None:
+    """Asks XLA for two CPU devices (one per half of an actor-learner run) unless the
+    device count is already set. XLA reads the flag when jax first touches a device, so
+    this works after ``import jax`` as long as nothing has run yet; on GPU and TPU the
+    accelerators are used and the CPU devices stay idle."""
+    flag = "--xla_force_host_platform_device_count"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if flag not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}=2".strip()
+
+
 def cmd_train(args) -> int:
     import dataclasses
 
@@ -122,9 +136,19 @@ def cmd_train(args) -> int:
                          "(--seed sets the first one)")
     if args.chunks < 1:
         raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
+    if args.actor_learner:
+        _two_cpu_devices()
     _start_hosts(args)
     module = algos.get(args.algo)
     cfg = _config(args)
+    if args.actor_learner:
+        if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
+                             "use it with apex")
+        if args.devices is not None or args.pop is not None:
+            raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
+                             "and --pop")
+        cfg = dataclasses.replace(cfg, pipeline=True)
     # A mesh when asked for, and always on several hosts (it spans every host's devices).
     sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
     if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
@@ -135,6 +159,8 @@ def cmd_train(args) -> int:
                "debug_replication": args.debug_replication} if sharded else {}
     if not args.no_compile_cache:
         _use_compile_cache()
+    if args.actor_learner:
+        mesh_kw = {"actor_learner": True}
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, **mesh_kw)
     states = result.state

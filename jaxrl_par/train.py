@@ -200,11 +200,17 @@ def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
 
 
 def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
-           chunk_updates: int) -> tuple[Any, Any]:
+           chunk_updates: int, pipeline=None) -> tuple[Any, Any]:
     """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
-    compiled chunk, from the program caches where they hold them."""
+    compiled chunk, from the program caches where they hold them (``pipeline``, an
+    :class:`~jaxrl_par.parallel.actor_learner.ActorLearner`, compiles its own)."""
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
-        if sharded:
+        if pipeline:
+            init = _compile_once(("init", algo.init, _abstract(keys)),
+                                 lambda k: _traced_init(algo, k).lower(), keys)
+            state = jax.device_put(init(keys), pipeline.learner_device)
+            compiled = pipeline.compile(state, chunk_updates)
+        elif sharded:
             data = jax.random.key_data(keys)
             state = _compile_lowered(_traced_init(algo, keys, sharded).lower(), (data,))(data)
             args = (state, jnp.int32(0))
@@ -251,6 +257,7 @@ def train(
     pop: int | None = None,
     debug_replication: bool = False,
     check_memory: bool = True,
+    actor_learner: bool | Sequence[jax.Device] | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -279,6 +286,14 @@ def train(
       check_memory: before compiling, check from its shapes that the state (all seeds,
         replay buffers included) fits in the memory free on its devices, and raise a
         ``ValueError`` naming its largest parts if not (:mod:`jaxrl_par.memory`).
+      actor_learner: run a pipelined algorithm's actors and learner at the same time,
+        the actors on one device and the learner (replay included) on another: ``True``
+        for the first two local devices, or ``(learner_device, actor_device)``. Needs an
+        algorithm with a pipelined update (``apex.Config(pipeline=True)``); the result
+        equals training it without this option. On CPU, two devices (two cores) need
+        ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before jax is
+        imported; with one device both halves share it. See
+        :mod:`jaxrl_par.parallel.actor_learner`.
 
     Ctrl-C (SIGINT) in a single-process run finishes the running chunk, logs and
     checkpoints it, and returns a result with ``interrupted=True`` that holds everything
@@ -297,6 +312,18 @@ def train(
     chunk_updates = choose_chunk(num_updates, num_chunks)
     factory = chunk_fn_factory or make_chunk_fn
     sharded = None
+    pipeline = None
+    if actor_learner is not None and actor_learner is not False:
+        from jaxrl_par.parallel.actor_learner import ActorLearner
+
+        if devices is not None or pop is not None or chunk_fn_factory is not None:
+            raise ValueError("actor_learner runs on two devices of its own; it does not "
+                             "combine with devices, pop or chunk_fn_factory")
+        pipeline = ActorLearner(algo, actor_learner)
+        if progress and not pipeline.concurrent and jax.process_index() == 0:
+            print("jaxrl_par: actor_learner has one device, so actors and learner take "
+                  "turns on it; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=2 "
+                  "before importing jax for two", file=sys.stderr)
     if devices is not None or pop is not None:
         from jaxrl_par import parallel
 
@@ -335,7 +362,7 @@ def train(
               f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        state, compiled = _build(algo, keys, factory, sharded, chunk_updates)
+        state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
     finally:  # the line ends, and the time shows, also when compiling fails
         compile_seconds = time.perf_counter() - t0
         if show:

@@ -140,6 +140,19 @@ def test_cli_errors_are_clear(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["train", "ppo", "--actor-learner"], "ppo has no actor-learner pipeline; use it with apex"),
+    (["train", "apex", "--actor-learner", "--devices", "2"], "drop --devices and --pop"),
+])
+def test_cli_actor_learner_errors(argv, message, capsys, monkeypatch):
+    """--actor-learner asks XLA for two CPU devices (XLA_FLAGS, restored here) and names
+    what does not combine with it, before anything compiles."""
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
 def test_compile_cache_dir_follows_jax_then_xdg(monkeypatch, tmp_path):
     from jaxrl_par.cli import compile_cache_dir
 

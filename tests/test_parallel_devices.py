@@ -241,3 +241,45 @@ def test_dqn_on_2_devices_learns_the_time_limit_value(prioritized):
     q = np.asarray(net.apply(state.params, jnp.zeros((1, 1), jnp.float32)))
     assert q[0, 0] == pytest.approx(10.0, abs=0.5)
     assert np.all(np.asarray(out.state.buffer.size) > cfg.batch_size)  # both shards filled
+
+
+# --- actor-learner pipeline: actors on one device, learner and replay on another -------
+
+APEX_PIPE = dataclasses.replace(APEX_DP, axis_name=None, pipeline=True)
+
+
+def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
+    """Pipelined Ape-X with its actors on device 1 and its learner on device 0 (two
+    programs, run at the same time) gives the numbers of its own ``update`` on one device
+    (one program), in 3 chunks against 1, and learns ProbeTimeLimit's value 10."""
+    from jaxrl_par.parallel.actor_learner import ActorLearner
+
+    algo = apex.make(APEX_PIPE)
+    d0, d1 = jax.devices()[:2]
+    split = train(algo, [0, 1], num_chunks=3, progress=False, actor_learner=(d0, d1))
+    whole = train(algo, [0, 1], num_chunks=1, progress=False)
+    for name in ("loss", "q_mean", "insert_priority", "sampled_priority", "policy_lag",
+                 "learner_steps", "episode_return"):
+        np.testing.assert_allclose(split.metrics[name], whole.metrics[name], rtol=1e-6,
+                                   atol=1e-7, err_msg=name)
+    for name in ("learner_steps", "actor_version", "env_steps", "update_count"):
+        np.testing.assert_array_equal(getattr(split.state, name), getattr(whole.state, name))
+    chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    jax.tree.map(chex_close, split.state.params, whole.state.params)
+    np.testing.assert_array_equal(split.state.buffer.storage.data.action,
+                                  whole.state.buffer.storage.data.action)
+    # the state comes back joined on the learner's device
+    assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))
+    net = dqn.make_q_network(envs.make(APEX_PIPE.env, 1), APEX_PIPE.hidden_sizes,
+                             APEX_PIPE.activation, APEX_PIPE.dueling)
+    for seed in range(2):
+        params = jax.tree.map(lambda x, s=seed: x[s], split.state.params)
+        q = np.asarray(net.apply(params, jnp.zeros((1, 1), jnp.float32)))
+        assert q[0, 0] == pytest.approx(10.0, abs=0.5), (seed, q)
+    # each half was compiled for its own device
+    runtime = ActorLearner(algo, (d0, d1))
+    runtime.compile(whole.state, 4)
+    placed = lambda program: {d for s in jax.tree.leaves(program.input_shardings)
+                              for d in s.device_set}
+    assert placed(runtime.actor_program) == {d1}
+    assert placed(runtime.learner_program) == {d0}

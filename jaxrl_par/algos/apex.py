@@ -21,6 +21,14 @@ scans, vmaps (seeds) and shards (devices) it like any other algorithm:
 Every transition records the env step at which it was inserted, so the learner reports
 the age (staleness) of what it samples.
 
+With ``pipeline=True`` the actors' batch of one update enters the replay in the next
+update (the first batch is acted in ``init``), so an update's acting and its learning do
+not depend on each other. ``update`` then computes both on one device, and
+``train(..., actor_learner=True)`` (:mod:`jaxrl_par.parallel.actor_learner`) computes the
+same numbers with the actors on one device and the learner and replay on another, at
+the same time: the paper's actors on hardware of their own, deterministic, with one
+update of insertion delay.
+
 With ``axis_name`` set (data parallelism over ``D`` devices), each device holds its own
 actors and its own replay shard, and the learner batch of ``D * batch_size`` is drawn
 from the *global* prioritized distribution over all shards
@@ -41,7 +49,7 @@ import optax
 from flax import struct
 
 from jaxrl_par import axes, envs, replay
-from jaxrl_par.algos.base import Algorithm, clipped_adam
+from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import (
@@ -53,7 +61,13 @@ from jaxrl_par.algos.q_common import (
     to_transitions,
 )
 from jaxrl_par.exploration import apex_epsilons
-from jaxrl_par.qlearning import NStepCarry, batch_td_error, init_nstep_carry, q_loss
+from jaxrl_par.qlearning import (
+    NStepCarry,
+    Transition,
+    batch_td_error,
+    init_nstep_carry,
+    q_loss,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +102,9 @@ class Config:
     # Rows each shard computes per learner step when sharded (None: 2 * batch_size, at
     # most the global batch D * batch_size, which never drops a row).
     max_per_shard: int | None = None
+    # Actors' batch learned from one update later, so acting and learning can run at once
+    # on two devices (train(..., actor_learner=True)); see the module docstring.
+    pipeline: bool = False
 
     def __post_init__(self):
         validate(self, positive=("num_actors", "num_steps", "total_timesteps", "buffer_size",
@@ -102,6 +119,10 @@ class Config:
                                                or self.max_per_shard < 1):
             raise ValueError(f"apex.Config.max_per_shard={self.max_per_shard!r}: use None "
                              "(twice batch_size) or a positive int")
+        if self.pipeline and self.axis_name is not None:
+            raise ValueError("apex.Config: pipeline=True runs actors and learner on two "
+                             "devices of their own; it does not combine with data "
+                             f"parallelism (axis_name={self.axis_name!r}). Set one of the two.")
 
     @property
     def env_steps_per_update(self) -> int:
@@ -124,6 +145,42 @@ class Config:
 
 
 @struct.dataclass
+class Acted:
+    """What the actors hand the learner after one update: ``[B]`` n-step transitions with
+    their initial priorities, and the actors' env-step count after acting them."""
+
+    transitions: Transition
+    priorities: jax.Array  # float32 [B]
+    env_steps: jax.Array  # [] int32
+
+
+@struct.dataclass
+class ActorHalf:
+    """The actors' part of :class:`State` (see :func:`jaxrl_par.algos.base.pipelined_update`)."""
+
+    env_state: envs.EnvState
+    nstep_carry: NStepCarry
+    env_steps: jax.Array
+    key: jax.Array | None  # pipeline only: the actors' own key stream
+
+
+@struct.dataclass
+class LearnerHalf:
+    """The learner's part of :class:`State`; it owns the actors' parameter copy too."""
+
+    params: dict
+    target_params: dict
+    opt_state: optax.OptState
+    actor_params: dict
+    actor_target_params: dict
+    actor_version: jax.Array
+    buffer: replay.PrioritizedState
+    key: jax.Array
+    learner_steps: jax.Array
+    update_count: jax.Array
+
+
+@struct.dataclass
 class State:
     params: dict  # learner
     target_params: dict  # learner's target network
@@ -138,6 +195,8 @@ class State:
     env_steps: jax.Array  # [] int32: env steps of all actors of all shards
     learner_steps: jax.Array  # [] int32
     update_count: jax.Array  # [] int32
+    actor_key: jax.Array | None = None  # pipeline only: the actors' own key stream
+    pending: Acted | None = None  # pipeline only: acted last update, learned from in this one
 
 
 def make(config: Config) -> Algorithm:
@@ -178,7 +237,7 @@ def make(config: Config) -> Algorithm:
     def init(key: jax.Array) -> State:
         k_params, k_env, k_run = jax.random.split(key, 3)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        return State(
+        state = State(
             params=params,
             target_params=params,
             opt_state=tx.init(flat_params(params)),  # the learner steps on flat vectors
@@ -195,6 +254,13 @@ def make(config: Config) -> Algorithm:
             learner_steps=jnp.int32(0),
             update_count=jnp.int32(0),
         )
+        if not cfg.pipeline:
+            return state
+        # The pipeline's first batch is acted here, so the first update has one to learn.
+        k_run, k_actors = jax.random.split(k_run)
+        actor, copy, learner, _ = split(state.replace(key=k_run, actor_key=k_actors))
+        actor, acted, _ = pipeline_actor(actor, copy)
+        return join(actor, learner, acted)
 
     def initial_priorities(actor_params, actor_target_params, transitions) -> jax.Array:
         """float32 ``[B]``: ``|td_error| + priority_eps`` under the actors' copy, 0 for
@@ -267,54 +333,102 @@ def make(config: Config) -> Algorithm:
         return {f"episode_return_{name}": m["episode_return"],
                 f"num_episodes_{name}": m["num_episodes"]}
 
-    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
-        key, k_act, k_learn = jax.random.split(state.key, 3)
+    def act_part(actor: ActorHalf, copy, key) -> tuple[ActorHalf, Acted, dict]:
+        """One update's acting with the actors' parameter ``copy`` (online, target):
+        ``num_steps`` steps of every actor, their n-step transitions and initial
+        priorities. Returns the actors' half, the batch and the episode metrics."""
+        actor_params, actor_target_params = copy
         ids = actor_ids()
-        # -- actors: act with their copy, compute initial priorities, add ----------------
-        policy_lag = state.learner_steps - state.actor_version
-        env_state, steps, ts = act_steps(envs.make(cfg.env, n_local()), q_fn,
-                                         state.actor_params, state.env_state, k_act,
-                                         ladder[ids], cfg.num_steps, step_keys)
-        carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
-                                            state.env_steps)
-        priorities = initial_priorities(state.actor_params, state.actor_target_params,
-                                        transitions)
-        buffer = buf.add(state.buffer, transitions, priorities)
-        env_steps = state.env_steps + cfg.env_steps_per_update
-        # -- learner --------------------------------------------------------------------
+        env_state, steps, ts = act_steps(envs.make(cfg.env, n_local()), q_fn, actor_params,
+                                         actor.env_state, key, ladder[ids], cfg.num_steps,
+                                         step_keys)
+        carry, transitions = to_transitions(actor.nstep_carry, steps, cfg.gamma, cfg.n_step,
+                                            actor.env_steps)
+        priorities = initial_priorities(actor_params, actor_target_params, transitions)
+        env_steps = actor.env_steps + cfg.env_steps_per_update
+        metrics = {"insert_priority": axes.pmean(
+            jnp.sum(priorities) / jnp.maximum(jnp.sum(transitions.mask), 1), cfg.axis_name)}
+        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
+        greedy = ids >= cfg.num_actors // 2  # the half of the ladder with the smallest eps
+        metrics.update(group_metrics(ts, greedy, "greedy"))
+        metrics.update(group_metrics(ts, ~greedy, "explore"))
+        actor = actor.replace(env_state=env_state, nstep_carry=carry, env_steps=env_steps)
+        return actor, Acted(transitions, priorities, env_steps), metrics
+
+    def learn_part(learner: LearnerHalf, acted: Acted, key) -> tuple[LearnerHalf, dict]:
+        """One update's learning: adds ``acted`` to the replay, runs the learner steps
+        (once the replay can fill a batch past ``learning_starts``) and hands the actors
+        a fresh parameter copy every ``actor_sync_period`` learner steps."""
+        policy_lag = learner.learner_steps - learner.actor_version  # of the copy acted with
+        buffer = buf.add(learner.buffer, acted.transitions, acted.priorities)
+        env_steps = acted.env_steps
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
-        learner = (state.params, state.target_params, state.opt_state, state.learner_steps,
-                   env_steps)
-        learner, (tree, max_priority), out = jax.lax.cond(can_learn, learn, skip, learner,
-                                                          buffer, k_learn)
-        params, target_params, opt_state, learner_steps, _ = learner
+        carry = (learner.params, learner.target_params, learner.opt_state,
+                 learner.learner_steps, env_steps)
+        carry, (tree, max_priority), out = jax.lax.cond(can_learn, learn, skip, carry,
+                                                        buffer, key)
+        params, target_params, opt_state, learner_steps, _ = carry
         buffer = buffer.replace(tree=tree, max_priority=max_priority)
         # -- actors pull the parameters every actor_sync_period learner steps ------------
-        sync = learner_steps - state.actor_version >= cfg.actor_sync_period
+        sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
         pick = lambda new, old: jax.tree.map(lambda a, b: jnp.where(sync, a, b), new, old)
-        actor_params = pick(params, state.actor_params)
-        actor_target_params = pick(target_params, state.actor_target_params)
-        actor_version = jnp.where(sync, learner_steps, state.actor_version)
 
         size = jnp.maximum(buffer.size, 1).astype(jnp.float32)
         metrics = dict(out)
         metrics.update({
             "policy_lag": policy_lag.astype(jnp.float32),
-            "insert_priority": jnp.sum(priorities) / jnp.maximum(jnp.sum(transitions.mask), 1),
             "mean_priority_mass": buf.total_priority(buffer) / size,  # mean p^alpha stored
             "learner_steps": learner_steps.astype(jnp.float32),
             "env_steps_per_sample": jnp.float32(cfg.env_steps_per_sample
                                                 / axes.axis_size(cfg.axis_name)),
         })
-        metrics = axes.pmean(metrics, cfg.axis_name)
-        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        greedy = ids >= cfg.num_actors // 2  # the half of the ladder with the smallest eps
-        metrics.update(group_metrics(ts, greedy, "greedy"))
-        metrics.update(group_metrics(ts, ~greedy, "explore"))
-        new_state = State(params, target_params, opt_state, actor_params, actor_target_params,
-                          actor_version, env_state, carry, buffer, key, env_steps,
-                          learner_steps, state.update_count + 1)
-        return new_state, metrics
+        learner = LearnerHalf(
+            params=params, target_params=target_params, opt_state=opt_state,
+            actor_params=pick(params, learner.actor_params),
+            actor_target_params=pick(target_params, learner.actor_target_params),
+            actor_version=jnp.where(sync, learner_steps, learner.actor_version),
+            buffer=buffer, key=learner.key, learner_steps=learner_steps,
+            update_count=learner.update_count + 1)
+        return learner, axes.pmean(metrics, cfg.axis_name)
+
+    # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
+    def split(state: State):
+        actor = ActorHalf(state.env_state, state.nstep_carry, state.env_steps, state.actor_key)
+        learner = LearnerHalf(state.params, state.target_params, state.opt_state,
+                              state.actor_params, state.actor_target_params,
+                              state.actor_version, state.buffer, state.key,
+                              state.learner_steps, state.update_count)
+        return actor, (state.actor_params, state.actor_target_params), learner, state.pending
+
+    def join(actor: ActorHalf, learner: LearnerHalf, pending: Acted | None) -> State:
+        return State(learner.params, learner.target_params, learner.opt_state,
+                     learner.actor_params, learner.actor_target_params, learner.actor_version,
+                     actor.env_state, actor.nstep_carry, learner.buffer, learner.key,
+                     actor.env_steps, learner.learner_steps, learner.update_count,
+                     actor.key, pending)
+
+    def pipeline_actor(actor: ActorHalf, copy):
+        key, k_act = jax.random.split(actor.key)
+        actor, acted, metrics = act_part(actor.replace(key=key), copy, k_act)
+        return actor, acted, metrics
+
+    def pipeline_learner(learner: LearnerHalf, pending: Acted):
+        key, k_learn = jax.random.split(learner.key)
+        learner, metrics = learn_part(learner.replace(key=key), pending, k_learn)
+        return learner, (learner.actor_params, learner.actor_target_params), metrics
+
+    parts = {"split": split, "join": join, "actor": pipeline_actor,
+             "learner": pipeline_learner}
+
+    def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        """Act, add, learn, in that order, within one update."""
+        key, k_act, k_learn = jax.random.split(state.key, 3)
+        actor, copy, learner, _ = split(state)
+        actor, acted, actor_metrics = act_part(actor, copy, k_act)
+        learner, learner_metrics = learn_part(learner.replace(key=key), acted, k_learn)
+        return join(actor, learner, None), {**learner_metrics, **actor_metrics}
+
+    update = pipelined_update(parts) if cfg.pipeline else fused_update
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key  # greedy with the learner's parameters
@@ -327,4 +441,5 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
+        parts=parts if cfg.pipeline else {},
     )

@@ -61,6 +61,33 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
     return run
 
 
+def pipelined_update(parts: Mapping[str, Callable]) -> Callable:
+    """``update(state) -> (state, metrics)`` of an actor-learner pipeline, on one device.
+
+    ``parts`` holds four pure functions (Ape-X's with ``pipeline=True``; see
+    :mod:`jaxrl_par.parallel.actor_learner`, which runs the same pieces on two devices):
+
+    * ``split(state) -> (actor, copy, learner, pending)``: the actors' half of the state,
+      the parameters they act with, the learner's half and the batch the actors made in
+      the previous update;
+    * ``actor(actor, copy) -> (actor, acted, metrics)``: one update's acting;
+    * ``learner(learner, pending) -> (learner, copy, metrics)``: one update's learning from
+      ``pending``; ``copy`` is what the actors act with next;
+    * ``join(actor, learner, pending) -> state``.
+
+    The actors' batch of update ``u`` is learned from in update ``u + 1``, so within an
+    update neither half reads what the other writes and the two can run at once.
+    """
+
+    def update(state):
+        actor, copy, learner, pending = parts["split"](state)
+        actor, acted, actor_metrics = parts["actor"](actor, copy)
+        learner, _, learner_metrics = parts["learner"](learner, pending)
+        return parts["join"](actor, learner, acted), {**actor_metrics, **learner_metrics}
+
+    return update
+
+
 def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8
                  ) -> optax.GradientTransformation:
     """Adam after global-norm gradient clipping; ``max_grad_norm = 0`` turns clipping off.

@@ -1,0 +1,131 @@
+"""Actors and learner on devices of their own, running at the same time.
+
+An algorithm made for the pipeline (``apex.Config(pipeline=True)``) splits its update into
+an actors' half and a learner's half that do not read each other's output within one
+update: the actors act update ``u``'s batch with the parameters the learner handed them
+after update ``u - 1``, while the learner learns from the batch acted in update ``u - 1``
+(:func:`jaxrl_par.algos.base.pipelined_update` writes that down for one device).
+
+:class:`ActorLearner` runs the two halves as two compiled programs, the actors' on one
+device and the learner's (replay included) on another, and swaps their outputs between
+updates: the new batch goes to the learner, the new parameter copy to the actors. JAX
+dispatches both programs before either finishes, so the actors' work runs beside the
+learner's instead of before it: on two accelerators, or on two CPU devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=2`` before jax starts), whose
+programs share the host's cores with XLA's own intra-op threads. Each update costs two
+dispatches and two transfers from Python, so it pays only for updates that take much
+longer than that (Ape-X on MinAtar, not on CartPole). The schedule is fixed by the data
+each half waits for, not by timing, so a run is deterministic and equals the
+algorithm's own ``update`` on one device (``train`` without ``actor_learner``), up to
+the two programs being compiled apart.
+
+Used through ``train(algo, seeds, actor_learner=True)``; chunks, progress, logs,
+checkpoints and Ctrl-C work as for any run (the state is joined on the learner's device
+after every chunk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_par.algos.base import Algorithm
+
+PARTS = ("split", "actor", "learner", "join")
+
+
+def check_algorithm(algo: Algorithm) -> None:
+    """A ``ValueError`` naming the fix unless ``algo`` has the pipeline's four parts."""
+    missing = [p for p in PARTS if p not in algo.parts]
+    if missing:
+        module = type(algo.config).__module__.rsplit(".", 1)[-1]
+        hint = (f" Make it with {module}.Config(pipeline=True)."
+                if hasattr(algo.config, "pipeline") else
+                " Only algorithms with a pipelined update (Ape-X: apex.Config(pipeline=True)) "
+                "run this way.")
+        raise ValueError(f"actor_learner: {module} has no actor-learner pipeline (its parts "
+                         f"lack {missing}).{hint}")
+
+
+def pick_devices(devices: bool | Sequence[jax.Device] | None) -> tuple[jax.Device, jax.Device]:
+    """``(learner_device, actor_device)``: from two given devices, or (``True``) the first
+    two local devices. With one local device both halves share it."""
+    if devices is True or devices is None:
+        local = jax.local_devices()
+        return local[0], local[1 if len(local) > 1 else 0]
+    devices = list(devices)
+    if len(devices) != 2:
+        raise ValueError(f"actor_learner: give two devices (learner's, actors'), got "
+                         f"{len(devices)}")
+    return devices[0], devices[1]
+
+
+class ActorLearner:
+    """The two-device runtime of a pipelined algorithm (see the module docstring).
+
+    Args:
+      algo: an algorithm with ``parts`` ``split``, ``actor``, ``learner`` and ``join``.
+        ``split`` and ``join`` only rearrange the state's fields, so they are applied to
+        the seed-batched state as they are; ``actor`` and ``learner`` are vmapped over
+        seeds.
+      devices: ``(learner_device, actor_device)``, or ``True`` for the first two local
+        devices (one shared device if there is only one).
+    """
+
+    def __init__(self, algo: Algorithm, devices: bool | Sequence[jax.Device] | None = True):
+        check_algorithm(algo)
+        self.algo = algo
+        self.learner_device, self.actor_device = pick_devices(devices)
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether the halves run on two devices (else they share one)."""
+        return self.learner_device != self.actor_device
+
+    def compile(self, state: Any, chunk_updates: int) -> Callable:
+        """``chunk(state, start) -> (state, metrics [S, chunk_updates])``, the runner's chunk
+        contract: updates ``start .. start + chunk_updates - 1`` (those at or past
+        ``algo.num_updates`` are not run; their metrics rows are zeros)."""
+        parts = self.algo.parts
+        actor, copy, learner, pending = parts["split"](state)
+        to_actor = lambda tree: jax.device_put(tree, self.actor_device)
+        to_learner = lambda tree: jax.device_put(tree, self.learner_device)
+        actor_fn = jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
+            to_actor(actor), to_actor(copy)).compile()
+        learner_fn = jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
+            to_learner(learner), to_learner(pending)).compile()
+        self.actor_program, self.learner_program = actor_fn, learner_fn
+        num_updates = self.algo.num_updates
+
+        def chunk(state, start):
+            n = min(chunk_updates, num_updates - int(start))
+            actor, copy, learner, pending = parts["split"](state)
+            actor, copy = to_actor(actor), to_actor(copy)
+            learner, pending = to_learner(learner), to_learner(pending)
+            rows = []
+            for i in range(n):
+                # Both are dispatched before either finishes; each waits only for its inputs.
+                actor, acted, actor_metrics = actor_fn(actor, copy)
+                learner, copy, learner_metrics = learner_fn(learner, pending)
+                pending, copy = to_learner(acted), to_actor(copy)
+                rows.append({**actor_metrics, **learner_metrics})
+                if i >= 2:  # keep at most two updates in flight: bounded memory
+                    jax.block_until_ready(rows[i - 2])
+            state = parts["join"](to_learner(actor), learner, pending)
+            return state, _stack(rows, chunk_updates)
+
+        return chunk
+
+
+def _stack(rows: list[dict[str, jax.Array]], length: int) -> dict[str, np.ndarray]:
+    """Per-update metric dicts of ``[S]`` arrays as one dict of ``[S, length]`` arrays,
+    zero-padded past ``len(rows)``."""
+    out = {}
+    for name in rows[0]:
+        values = np.stack([np.asarray(r[name]) for r in rows], axis=1)
+        pad = np.zeros(values.shape[:1] + (length - values.shape[1],), values.dtype)
+        out[name] = np.concatenate([values, pad], axis=1)
+    return out
