@@ -276,10 +276,15 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
         params = jax.tree.map(lambda x, s=seed: x[s], split.state.params)
         q = np.asarray(net.apply(params, jnp.zeros((1, 1), jnp.float32)))
         assert q[0, 0] == pytest.approx(10.0, abs=0.5), (seed, q)
-    # each half was compiled for its own device
+    # each half was compiled for its own device, and once: a new runtime for the same
+    # algorithm and devices reuses the programs of the run above
     runtime = ActorLearner(algo, (d0, d1))
     runtime.compile(whole.state, 4)
     placed = lambda program: {d for s in jax.tree.leaves(program.input_shardings)
                               for d in s.device_set}
     assert placed(runtime.actor_program) == {d1}
     assert placed(runtime.learner_program) == {d0}
+    again = ActorLearner(algo, (d0, d1))
+    again.compile(whole.state, 7)
+    assert again.actor_program is runtime.actor_program
+    assert again.learner_program is runtime.learner_program

@@ -26,6 +26,7 @@ after every chunk).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,17 @@ import numpy as np
 from jaxrl_par.algos.base import Algorithm
 
 PARTS = ("split", "actor", "learner", "join")
+
+# The compiled halves of recent runs, keyed by the parts themselves, the two devices and
+# the halves' shapes, so a second run of the same algorithm compiles nothing (as the
+# plain runner's caches do); least recently used out first.
+_MAX_COMPILED = 8
+_compiled: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
+
+
+def _shapes(tree) -> tuple:
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple((x.shape, x.dtype) for x in leaves)
 
 
 def check_algorithm(algo: Algorithm) -> None:
@@ -93,10 +105,19 @@ class ActorLearner:
         actor, copy, learner, pending = parts["split"](state)
         to_actor = lambda tree: jax.device_put(tree, self.actor_device)
         to_learner = lambda tree: jax.device_put(tree, self.learner_device)
-        actor_fn = jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
-            to_actor(actor), to_actor(copy)).compile()
-        learner_fn = jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
-            to_learner(learner), to_learner(pending)).compile()
+        key = (parts["actor"], parts["learner"], self.actor_device, self.learner_device,
+               _shapes((actor, copy)), _shapes((learner, pending)))
+        if key in _compiled:
+            _compiled.move_to_end(key)
+        else:
+            _compiled[key] = (
+                jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
+                    to_actor(actor), to_actor(copy)).compile(),
+                jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
+                    to_learner(learner), to_learner(pending)).compile())
+            while len(_compiled) > _MAX_COMPILED:
+                _compiled.popitem(last=False)
+        actor_fn, learner_fn = _compiled[key]
         self.actor_program, self.learner_program = actor_fn, learner_fn
         num_updates = self.algo.num_updates
 
