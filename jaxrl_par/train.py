@@ -319,6 +319,9 @@ def train(
         if devices is not None or pop is not None or chunk_fn_factory is not None:
             raise ValueError("actor_learner runs on two devices of its own; it does not "
                              "combine with devices, pop or chunk_fn_factory")
+        if jax.process_count() > 1:
+            raise ValueError("actor_learner runs within one process; with several "
+                             "(jax.distributed) train a mesh with devices=... instead")
         pipeline = ActorLearner(algo, actor_learner)
         if progress and not pipeline.concurrent and jax.process_index() == 0:
             print("jaxrl_par: actor_learner has one device, so actors and learner take "

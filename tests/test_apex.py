@@ -182,7 +182,7 @@ def test_pipeline_and_actor_learner_on_one_device():
                                   whole.state.buffer.storage.data.action)
 
 
-def test_actor_learner_errors_name_the_fix():
+def test_actor_learner_errors_name_the_fix(monkeypatch):
     from jaxrl_par.algos import ppo
 
     with pytest.raises(ValueError, match="pipeline=True"):
@@ -197,3 +197,6 @@ def test_actor_learner_errors_name_the_fix():
         train(pipelined, [0], progress=False, actor_learner=True, devices=1)
     with pytest.raises(ValueError, match="two devices"):
         train(pipelined, [0], progress=False, actor_learner=jax.devices() * 3)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)  # as after jax.distributed
+    with pytest.raises(ValueError, match="within one process"):
+        train(pipelined, [0], progress=False, actor_learner=True)
