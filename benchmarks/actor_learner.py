@@ -10,8 +10,9 @@ one process, interleaved, ``--repeats`` calls each, median env steps/s (all seed
 * ``pipelined``: ``pipeline=True`` (each batch learned one update after it is acted) as
   one program on one device, the reference the two-device run equals;
 * ``actor_learner``: the same pipelined algorithm through
-  :class:`jaxrl_par.parallel.actor_learner.ActorLearner`, actors on device 1, learner
-  and replay on device 0, both dispatched before either finishes.
+  :class:`jaxrl_par.parallel.actor_learner.ActorLearner`, actors on the second local
+  device (or, ``--actor-device cpu``, on the host CPU beside an accelerator learner),
+  learner and replay on the first, both dispatched before either finishes.
 
 On CPU the process asks XLA for two devices (``--xla_force_host_platform_device_count=2``,
 set below before jax starts); each device's programs may still use XLA's intra-op
@@ -46,7 +47,17 @@ sys.path.insert(0, HERE)
 from apex import configs
 
 
-def runners(cfg: apex.Config, seeds: int, updates: int) -> dict:
+def pick_devices(actor_device: str) -> tuple:
+    """``(learner_device, actor_device)``: the first local device learns; the actors get
+    the second local device (``"second"``; the first again when there is one) or the
+    host's CPU (``"cpu"``: on a GPU machine, actors on the host beside a GPU learner)."""
+    local = jax.local_devices()
+    if actor_device == "cpu":
+        return local[0], jax.devices("cpu")[0]
+    return local[0], local[1 if len(local) > 1 else 0]
+
+
+def runners(cfg: apex.Config, seeds: int, updates: int, devices: tuple) -> dict:
     """``name -> (call, state, compile_s)``: ``call(state) -> state`` runs ``updates``
     learning updates of every seed."""
     cfg = dataclasses.replace(cfg, learning_starts=0, total_timesteps=10**9)
@@ -57,7 +68,7 @@ def runners(cfg: apex.Config, seeds: int, updates: int) -> dict:
         state = jax.jit(jax.vmap(algo.init))(keys)
         t = time.perf_counter()
         if name == "actor_learner":
-            chunk = ActorLearner(algo, True).compile(state, updates)
+            chunk = ActorLearner(algo, devices).compile(state, updates)
             call = lambda s, chunk=chunk: chunk(s, 0)[0]
         else:
             chunk = make_chunk_fn(algo, updates).lower(state, jnp.int32(0)).compile()
@@ -68,8 +79,8 @@ def runners(cfg: apex.Config, seeds: int, updates: int) -> dict:
     return out
 
 
-def bench(cfg: apex.Config, seeds: int, updates: int, repeats: int) -> dict:
-    runs = runners(cfg, seeds, updates)
+def bench(cfg: apex.Config, seeds: int, updates: int, repeats: int, devices: tuple) -> dict:
+    runs = runners(cfg, seeds, updates, devices)
     steps = updates * cfg.env_steps_per_update * seeds
     rates = {name: [] for name in runs}
     for _ in range(repeats):
@@ -94,19 +105,24 @@ def main():
     p.add_argument("--seeds", default="1,8", help="comma-separated seed counts")
     p.add_argument("--updates", type=int, default=40, help="updates per timed call")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--actor-device", choices=("second", "cpu"), default="second",
+                   help="the actors' device: the second local device, or the host CPU")
     p.add_argument("--quick", action="store_true", help="CartPole, 1 seed, 2 repeats")
     p.add_argument("--out", default=os.path.join(HERE, "results", "actor_learner.json"))
     a = p.parse_args()
     if a.quick:
         a.env, a.seeds, a.updates, a.repeats = "CartPole-v1", "1", 10, 2
     cfg = configs(a.env, 10**6)["apex"]
+    devices = pick_devices(a.actor_device)
     result = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
               "command": " ".join(sys.argv), "jax": jax.__version__,
-              "devices": str(jax.devices()), "env": a.env, "rows": []}
+              "devices": str(jax.devices()), "learner_device": str(devices[0]),
+              "actor_device": str(devices[1]), "env": a.env, "rows": []}
+    print(f"learner on {devices[0]}, actors on {devices[1]}")
     print(f"{'seeds':>5s} {'fused/s':>10s} {'pipelined/s':>12s} {'actor_learner/s':>16s} "
           f"{'AL/fused':>9s} {'AL/pipelined':>13s}  compile fused / pipelined / AL (s)")
     for seeds in (int(s) for s in a.seeds.split(",")):
-        row = bench(cfg, seeds, a.updates, a.repeats)
+        row = bench(cfg, seeds, a.updates, a.repeats, devices)
         result["rows"].append(row)
         r, c = row["env_steps_per_s"], row["compile_s"]
         print(f"{seeds:5d} {r['fused']:10,.0f} {r['pipelined']:12,.0f} "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One prepared accelerator run: installs the carried wheels, then runs the scaling
-# benchmark and a brief PPO benchmark; results go to $OUT (if set) or benchmarks/results.
+# benchmark, a brief PPO benchmark and Ape-X's actor-learner benchmark; results go to
+# $OUT (if set) or benchmarks/results.
 #
 #   bash benchmarks/gpu.sh --prepare   # here, with network: fetch gymnax + six wheels into .whl/
 #   bash benchmarks/gpu.sh             # on the GPU machine (jax 0.11.x, Python 3.12; carry .whl)
@@ -62,5 +63,13 @@ if "$PY" -c "import rejax" 2>/dev/null; then
 else
   echo "benchmarks/ppo.py skipped: rejax not installed" | tee "$DEST/ppo.log"
 fi
+# 4. Ape-X's actors and learner at once (jaxrl_par.parallel.actor_learner): on one GPU
+#    the two halves share it; with --actor-device cpu the actors run on the host CPU.
+if [ -n "$QUICK" ]; then AL_SET=(--quick); else AL_SET=(--seeds 1,8 --repeats 3 --updates 20); fi
+"$PY" benchmarks/actor_learner.py "${AL_SET[@]}" --out "$DEST/actor_learner.json" \
+  2>&1 | tee "$DEST/actor_learner.log" || status=1
+"$PY" benchmarks/actor_learner.py "${AL_SET[@]}" --actor-device cpu \
+  --out "$DEST/actor_learner_cpu_actors.json" 2>&1 | tee "$DEST/actor_learner_cpu_actors.log" \
+  || status=1
 echo "results in $DEST (status $status)"
 exit $status
