@@ -159,29 +159,6 @@ def test_time_limit_bootstraps_from_final_obs(n_step):
     assert q_values(algo, state, [[0.0]])[0, 0] == pytest.approx(10.0, abs=0.5)
 
 
-def test_pipeline_and_actor_learner_on_one_device():
-    """pipeline=True: init acts the first batch and update u adds the batch acted in
-    update u - 1, so after U updates U batches are stored and one more is pending. With
-    one device the actor-learner runtime runs both halves on it, in turns, and gives the
-    numbers of the pipelined ``update`` (its learning is tested on two devices in
-    test_parallel_devices.py)."""
-    cfg = apex.Config(**{**SMALL, "pipeline": True})
-    algo = apex.make(cfg)
-    split = train(algo, [0, 1], num_chunks=3, progress=False, actor_learner=True)
-    whole = train(algo, [0, 1], num_chunks=1, progress=False)
-    per, updates = cfg.env_steps_per_update, cfg.num_updates
-    for out in (split, whole):
-        np.testing.assert_array_equal(out.state.buffer.size, [updates * per] * 2)
-        np.testing.assert_array_equal(out.state.pending.env_steps, [(updates + 1) * per] * 2)
-        np.testing.assert_array_equal(out.state.env_steps, [(updates + 1) * per] * 2)
-    assert float(np.max(whole.metrics["learner_steps"])) > 0
-    for name in ("loss", "insert_priority", "policy_lag", "episode_return"):
-        np.testing.assert_allclose(split.metrics[name], whole.metrics[name], rtol=1e-6,
-                                   err_msg=name)
-    np.testing.assert_array_equal(split.state.buffer.storage.data.action,
-                                  whole.state.buffer.storage.data.action)
-
-
 def test_actor_learner_errors_name_the_fix(monkeypatch):
     from jaxrl_par.algos import ppo
 

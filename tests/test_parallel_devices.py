@@ -250,24 +250,36 @@ APEX_PIPE = dataclasses.replace(APEX_DP, axis_name=None, pipeline=True)
 
 def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
     """Pipelined Ape-X with its actors on device 1 and its learner on device 0 (two
-    programs, run at the same time) gives the numbers of its own ``update`` on one device
-    (one program), in 3 chunks against 1, and learns ProbeTimeLimit's value 10."""
+    programs, run at the same time), and with both halves sharing device 0, gives the
+    numbers of its own ``update`` on one device (one program), in 3 and 2 chunks against
+    1, and learns ProbeTimeLimit's value 10. ``init`` acts the first batch and update u
+    adds the one acted in update u - 1, so after U updates U batches are stored and one
+    more is pending."""
     from jaxrl_par.parallel.actor_learner import ActorLearner
 
     algo = apex.make(APEX_PIPE)
     d0, d1 = jax.devices()[:2]
     split = train(algo, [0, 1], num_chunks=3, progress=False, actor_learner=(d0, d1))
+    shared = train(algo, [0, 1], num_chunks=2, progress=False, actor_learner=(d0, d0))
     whole = train(algo, [0, 1], num_chunks=1, progress=False)
-    for name in ("loss", "q_mean", "insert_priority", "sampled_priority", "policy_lag",
-                 "learner_steps", "episode_return"):
-        np.testing.assert_allclose(split.metrics[name], whole.metrics[name], rtol=1e-6,
-                                   atol=1e-7, err_msg=name)
-    for name in ("learner_steps", "actor_version", "env_steps", "update_count"):
-        np.testing.assert_array_equal(getattr(split.state, name), getattr(whole.state, name))
-    chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    jax.tree.map(chex_close, split.state.params, whole.state.params)
-    np.testing.assert_array_equal(split.state.buffer.storage.data.action,
-                                  whole.state.buffer.storage.data.action)
+    per, updates = APEX_PIPE.env_steps_per_update, APEX_PIPE.num_updates
+    # U batches written (the ring wraps at buffer_size), the last one acted still pending
+    np.testing.assert_array_equal(whole.state.buffer.storage.insert_pos,
+                                  [updates * per % APEX_PIPE.buffer_size] * 2)
+    np.testing.assert_array_equal(whole.state.pending.env_steps, [(updates + 1) * per] * 2)
+    np.testing.assert_array_equal(whole.state.env_steps, [(updates + 1) * per] * 2)
+    for run in (split, shared):
+        for name in ("loss", "q_mean", "insert_priority", "sampled_priority", "policy_lag",
+                     "learner_steps", "episode_return"):
+            np.testing.assert_allclose(run.metrics[name], whole.metrics[name], rtol=1e-6,
+                                       atol=1e-7, err_msg=name)
+        for name in ("learner_steps", "actor_version", "env_steps", "update_count"):
+            np.testing.assert_array_equal(getattr(run.state, name),
+                                          getattr(whole.state, name))
+        chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        jax.tree.map(chex_close, run.state.params, whole.state.params)
+        np.testing.assert_array_equal(run.state.buffer.storage.data.action,
+                                      whole.state.buffer.storage.data.action)
     # the state comes back joined on the learner's device
     assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))
     net = dqn.make_q_network(envs.make(APEX_PIPE.env, 1), APEX_PIPE.hidden_sizes,
