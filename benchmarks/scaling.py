@@ -96,6 +96,7 @@ def _apex_cfg(num_actors: int, s):
     return apex.Config(num_actors=num_actors, num_steps=steps,
                        total_timesteps=num_actors * steps * s.updates,
                        buffer_size=4096, batch_size=64, learning_starts=0,
+                       learner_steps_per_iteration=2,  # apex's default until 2026-12-03
                        axis_name=axes.DATA)
 
 
