@@ -39,6 +39,7 @@ import jax  # after XLA_FLAGS
 import jax.numpy as jnp
 
 from jaxrl_par.algos import apex
+from jaxrl_par.parallel import actor_learner
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.train import make_chunk_fn, seed_keys
 
@@ -48,13 +49,11 @@ from apex import configs
 
 
 def pick_devices(actor_device: str) -> tuple:
-    """``(learner_device, actor_device)``: the first local device learns; the actors get
-    the second local device (``"second"``; the first again when there is one) or the
-    host's CPU (``"cpu"``: on a GPU machine, actors on the host beside a GPU learner)."""
-    local = jax.local_devices()
-    if actor_device == "cpu":
-        return local[0], jax.devices("cpu")[0]
-    return local[0], local[1 if len(local) > 1 else 0]
+    """``(learner_device, actor_device)``: the runtime's own choice (``"second"``: the
+    second local device, the first again when there is one), or the first local device
+    with the actors on the host's CPU (``"cpu"``: beside a GPU learner)."""
+    learner, actor = actor_learner.pick_devices(True)
+    return (learner, jax.devices("cpu")[0]) if actor_device == "cpu" else (learner, actor)
 
 
 def runners(cfg: apex.Config, seeds: int, updates: int, devices: tuple) -> dict:
