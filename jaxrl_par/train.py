@@ -14,7 +14,6 @@ uses, e.g. the learning rate): it is traced and lowered, but not compiled again.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -31,14 +30,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, interrupt, memory, rng
+from jaxrl_par import axes, checkpoint, interrupt, lru, memory, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 
 # Compiled init and chunk programs of recent runs, in two caches of _MAX_COMPILED entries
-# each (the least recently used goes first). `_compiled` is keyed by the algorithm's
+# each (the least recently used goes first, see `lru.LRU`). `_compiled` is keyed by the algorithm's
 # functions themselves (so an id is never reused for another one) and the abstract shapes
 # of the arguments: a hit skips tracing too. `_by_program` is keyed by the lowered
 # program (a digest of its StableHLO text, which fixes shapes, dtypes and every
@@ -47,22 +46,11 @@ METRICS = "metrics.jsonl"
 # devices too): a hit skips XLA's compilation, which is most of the cost on CPU (a PPO
 # init program ~1-4 s, its chunk ~3-10 s).
 _MAX_COMPILED = 8
-_compiled: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-_by_program: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+_compiled = lru.LRU(_MAX_COMPILED)
+_by_program = lru.LRU(_MAX_COMPILED)
 # The vmapped init traced (not lowered), keyed as `_compiled`: the memory check reads the
 # state's shapes from it and the compile lowers it, so init is traced once per run.
-_traced: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-
-
-def _cached(cache: collections.OrderedDict, key, make: Callable[[], Any]) -> Any:
-    """``cache[key]``, made with ``make()`` on a miss; least recently used out first."""
-    if key in cache:
-        cache.move_to_end(key)
-    else:
-        cache[key] = make()
-        while len(cache) > _MAX_COMPILED:
-            cache.popitem(last=False)
-    return cache[key]
+_traced = lru.LRU(_MAX_COMPILED)
 
 
 def _compile_lowered(lowered, args: tuple) -> Any:
@@ -70,12 +58,12 @@ def _compile_lowered(lowered, args: tuple) -> Any:
     arguments on the same devices (``args``: what it was lowered with)."""
     key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
            lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)))
-    return _cached(_by_program, key, lowered.compile)
+    return _by_program.get(key, lowered.compile)
 
 
 def _compile_once(key: tuple, lower: Callable[..., Any], *args):
     """The compiled program for ``key``, from the caches or ``lower(*args).compile()``."""
-    return _cached(_compiled, key, lambda: _compile_lowered(lower(*args), args))
+    return _compiled.get(key, lambda: _compile_lowered(lower(*args), args))
 
 
 def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
@@ -83,9 +71,9 @@ def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
     twin :meth:`~jaxrl_par.parallel.Sharded.trace_init`): ``.out_info`` is the state's
     shapes, ``.lower()`` its program."""
     if sharded:
-        return _cached(_traced, ("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
+        return _traced.get(("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
                        lambda: sharded.trace_init(keys))
-    return _cached(_traced, ("init", algo.init, _abstract(keys)),
+    return _traced.get(("init", algo.init, _abstract(keys)),
                    lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import toy_algo
 
-from jaxrl_par import memory
+from jaxrl_par import lru, memory
 from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
 from jaxrl_par.train import choose_chunk, make_chunk_fn, train
@@ -116,7 +116,7 @@ def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch
     other = dataclasses.replace(TOY, learning_rate=0.01)
     mine = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
     assert len(compiled) == 1  # the chunk; the init program is the same
-    monkeypatch.setattr(train_mod, "_by_program", type(train_mod._by_program)())
+    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
     fresh = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
     assert len(compiled) == 3  # with the program cache emptied: init and chunk again
     _assert_trees_equal(mine.state, fresh.state)

@@ -26,13 +26,13 @@ after every chunk).
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxrl_par import lru
 from jaxrl_par.algos.base import Algorithm
 
 PARTS = ("split", "actor", "learner", "join")
@@ -40,8 +40,7 @@ PARTS = ("split", "actor", "learner", "join")
 # The compiled halves of recent runs, keyed by the parts themselves, the two devices and
 # the halves' shapes, so a second run of the same algorithm compiles nothing (as the
 # plain runner's caches do); least recently used out first.
-_MAX_COMPILED = 8
-_compiled: collections.OrderedDict[tuple, tuple[Any, Any]] = collections.OrderedDict()
+_compiled = lru.LRU(8)
 
 
 def _shapes(tree) -> tuple:
@@ -107,17 +106,11 @@ class ActorLearner:
         to_learner = lambda tree: jax.device_put(tree, self.learner_device)
         key = (parts["actor"], parts["learner"], self.actor_device, self.learner_device,
                _shapes((actor, copy)), _shapes((learner, pending)))
-        if key in _compiled:
-            _compiled.move_to_end(key)
-        else:
-            _compiled[key] = (
-                jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
-                    to_actor(actor), to_actor(copy)).compile(),
-                jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
-                    to_learner(learner), to_learner(pending)).compile())
-            while len(_compiled) > _MAX_COMPILED:
-                _compiled.popitem(last=False)
-        actor_fn, learner_fn = _compiled[key]
+        actor_fn, learner_fn = _compiled.get(key, lambda: (
+            jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
+                to_actor(actor), to_actor(copy)).compile(),
+            jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
+                to_learner(learner), to_learner(pending)).compile()))
         self.actor_program, self.learner_program = actor_fn, learner_fn
         num_updates = self.algo.num_updates
 
