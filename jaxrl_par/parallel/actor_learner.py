@@ -12,9 +12,12 @@ updates: the new batch goes to the learner, the new parameter copy to the actors
 dispatches both programs before either finishes, so the actors' work runs beside the
 learner's instead of before it: on two accelerators, or on two CPU devices
 (``XLA_FLAGS=--xla_force_host_platform_device_count=2`` before jax starts), whose
-programs share the host's cores with XLA's own intra-op threads. Each update costs two
-dispatches and two transfers from Python, so it pays only for updates that take much
-longer than that (Ape-X on MinAtar, not on CartPole). The schedule is fixed by the data
+programs share the host's cores with XLA's own intra-op threads. The batch and the
+parameter copy cross devices packed into one flat array per dtype
+(:mod:`jaxrl_par.parallel.packing`, inside the compiled halves), but each update still
+costs two program calls and two transfers from Python (~1 ms on CPU for Ape-X on
+CartPole), so it pays only for updates that take much longer than that (Ape-X on
+MinAtar, not on CartPole). The schedule is fixed by the data
 each half waits for, not by timing, so a run is deterministic and equals the
 algorithm's own ``update`` on one device (``train`` without ``actor_learner``), up to
 the two programs being compiled apart.
@@ -27,13 +30,14 @@ after every chunk).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from jaxrl_par import lru
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.parallel import packing
 
 PARTS = ("split", "actor", "learner", "join")
 
@@ -106,32 +110,68 @@ class ActorLearner:
         to_learner = lambda tree: jax.device_put(tree, self.learner_device)
         key = (parts["actor"], parts["learner"], self.actor_device, self.learner_device,
                _shapes((actor, copy)), _shapes((learner, pending)))
-        actor_fn, learner_fn = _compiled.get(key, lambda: (
-            jax.jit(jax.vmap(parts["actor"]), donate_argnums=0).lower(
-                to_actor(actor), to_actor(copy)).compile(),
-            jax.jit(jax.vmap(parts["learner"]), donate_argnums=0).lower(
-                to_learner(learner), to_learner(pending)).compile()))
-        self.actor_program, self.learner_program = actor_fn, learner_fn
+        programs = _compiled.get(key, lambda: _compile_halves(
+            parts, to_actor(actor), to_actor(copy), to_learner(learner), to_learner(pending)))
+        self.actor_program, self.learner_program = programs.actor, programs.learner
         num_updates = self.algo.num_updates
 
         def chunk(state, start):
             n = min(chunk_updates, num_updates - int(start))
             actor, copy, learner, pending = parts["split"](state)
-            actor, copy = to_actor(actor), to_actor(copy)
-            learner, pending = to_learner(learner), to_learner(pending)
+            # the batch and the parameter copy cross devices packed: a few flat arrays
+            actor, copy = to_actor(actor), programs.pack_copy(to_actor(copy))
+            learner, pending = to_learner(learner), programs.pack_acted(to_learner(pending))
             rows = []
             for i in range(n):
                 # Both are dispatched before either finishes; each waits only for its inputs.
-                actor, acted, actor_metrics = actor_fn(actor, copy)
-                learner, copy, learner_metrics = learner_fn(learner, pending)
+                actor, acted, actor_metrics = programs.actor(actor, copy)
+                learner, copy, learner_metrics = programs.learner(learner, pending)
                 pending, copy = to_learner(acted), to_actor(copy)
                 rows.append({**actor_metrics, **learner_metrics})
                 if i >= 2:  # keep at most two updates in flight: bounded memory
                     jax.block_until_ready(rows[i - 2])
-            state = parts["join"](to_learner(actor), learner, pending)
+            state = parts["join"](to_learner(actor), learner, programs.unpack_acted(pending))
             return state, _stack(rows, chunk_updates)
 
         return chunk
+
+
+class _Programs(NamedTuple):
+    """The compiled halves of one algorithm on two devices, with the packed transfers:
+    ``actor(actor, packed copy) -> (actor, packed acted, metrics)`` and
+    ``learner(learner, packed pending) -> (learner, packed copy, metrics)``, vmapped over
+    seeds; ``pack_copy``, ``pack_acted`` and ``unpack_acted`` convert at a chunk's ends."""
+
+    actor: Any
+    learner: Any
+    pack_copy: Callable
+    pack_acted: Callable
+    unpack_acted: Callable
+
+
+def _compile_halves(parts, actor, copy, learner, pending) -> _Programs:
+    """Compiles the two halves for seed-batched arguments placed on their devices."""
+    unbatched = lambda tree: jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
+    acted = jax.eval_shape(parts["actor"], unbatched(actor), unbatched(copy))[1]
+    pack_copy, unpack_copy = packing.packer(unbatched(copy))
+    pack_acted, unpack_acted = packing.packer(acted)
+
+    def actor_half(actor, copy):
+        actor, acted, metrics = parts["actor"](actor, unpack_copy(copy))
+        return actor, pack_acted(acted), metrics
+
+    def learner_half(learner, pending):
+        learner, copy, metrics = parts["learner"](learner, unpack_acted(pending))
+        return learner, pack_copy(copy), metrics
+
+    batched = lambda f: jax.jit(jax.vmap(f))
+    return _Programs(
+        jax.jit(jax.vmap(actor_half), donate_argnums=0).lower(
+            actor, batched(pack_copy)(copy)).compile(),
+        jax.jit(jax.vmap(learner_half), donate_argnums=0).lower(
+            learner, batched(pack_acted)(pending)).compile(),
+        batched(pack_copy), batched(pack_acted), batched(unpack_acted))
 
 
 def _stack(rows: list[dict[str, jax.Array]], length: int) -> dict[str, np.ndarray]:
