@@ -177,3 +177,34 @@ def test_actor_learner_errors_name_the_fix(monkeypatch):
     monkeypatch.setattr(jax, "process_count", lambda: 2)  # as after jax.distributed
     with pytest.raises(ValueError, match="within one process"):
         train(pipelined, [0], progress=False, actor_learner=True)
+
+
+def test_actor_learner_resumed_equals_one_program_never_stopped(tmp_path):
+    """The actor-learner runtime (both halves on this process's first device), stopped
+    after its second of four chunks and resumed from the checkpoint, gives the numbers of
+    the pipelined ``update`` run as one program without stopping."""
+    algo = apex.make(apex.Config(**{**SMALL, "pipeline": True}))
+    whole = train(algo, [0], num_chunks=4, progress=False)
+    log = str(tmp_path / "run")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, rows):
+        if done >= algo.num_updates // 2:
+            raise Stop
+
+    device = jax.devices()[0]
+    with pytest.raises(Stop):
+        train(algo, [0], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two,
+              actor_learner=(device, device))
+    resumed = train(algo, [0], num_chunks=4, progress=False, log_dir=log, resume=True,
+                    actor_learner=(device, device))
+    for name in ("loss", "q_mean", "insert_priority", "policy_lag", "episode_return"):
+        np.testing.assert_allclose(resumed.metrics[name], whole.metrics[name], rtol=1e-6,
+                                   atol=1e-7, err_msg=name)
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    jax.tree.map(close, resumed.state.params, whole.state.params)
+    np.testing.assert_array_equal(resumed.state.buffer.storage.data.action,
+                                  whole.state.buffer.storage.data.action)
+    np.testing.assert_array_equal(resumed.state.pending.env_steps, whole.state.pending.env_steps)
