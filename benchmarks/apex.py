@@ -211,7 +211,8 @@ def main():
     steps = a.steps or (4_096 if a.quick else 12_288)
     seeds = 2 if a.quick else a.seeds
     chunks = 4 if a.quick else 12
-    results = {"date": "2026-11-29", "steps_per_seed": steps, "seeds": seeds,
+    results = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "steps_per_seed": steps, "seeds": seeds,
                "jax": jax.__version__, "devices": str(jax.devices()), "games": {}}
     for game in a.games.split(","):
         res = {}
