@@ -165,13 +165,14 @@ def _compile_halves(parts, actor, copy, learner, pending) -> _Programs:
         learner, copy, metrics = parts["learner"](learner, unpack_acted(pending))
         return learner, pack_copy(copy), metrics
 
-    batched = lambda f: jax.jit(jax.vmap(f))
+    pack_copies, pack_batches, unpack_batches = (
+        jax.jit(jax.vmap(f)) for f in (pack_copy, pack_acted, unpack_acted))
     return _Programs(
         jax.jit(jax.vmap(actor_half), donate_argnums=0).lower(
-            actor, batched(pack_copy)(copy)).compile(),
+            actor, pack_copies(copy)).compile(),
         jax.jit(jax.vmap(learner_half), donate_argnums=0).lower(
-            learner, batched(pack_acted)(pending)).compile(),
-        batched(pack_copy), batched(pack_acted), batched(unpack_acted))
+            learner, pack_batches(pending)).compile(),
+        pack_copies, pack_batches, unpack_batches)
 
 
 def _stack(rows: list[dict[str, jax.Array]], length: int) -> dict[str, np.ndarray]:
