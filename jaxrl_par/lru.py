@@ -35,6 +35,3 @@ class LRU:
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def clear(self) -> None:
-        self._items.clear()

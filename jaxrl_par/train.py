@@ -36,11 +36,11 @@ from jaxrl_par.algos.base import Algorithm, scan_updates
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 
-# Compiled init and chunk programs of recent runs, in two caches of _MAX_COMPILED entries
-# each (the least recently used goes first, see `lru.LRU`). `_compiled` is keyed by the algorithm's
-# functions themselves (so an id is never reused for another one) and the abstract shapes
-# of the arguments: a hit skips tracing too. `_by_program` is keyed by the lowered
-# program (a digest of its StableHLO text, which fixes shapes, dtypes and every
+# Compiled init and chunk programs of recent runs, in two `lru.LRU` caches of
+# _MAX_COMPILED entries each (the least recently used goes first). `_compiled` is keyed by
+# the algorithm's functions themselves (so an id is never reused for another one) and the
+# abstract shapes of the arguments: a hit skips tracing too. `_by_program` is keyed by the
+# lowered program (a digest of its StableHLO text, which fixes shapes, dtypes and every
 # constant), its argument and result pytree structures (so a hit is called with, and
 # returns, exactly the pytrees it was lowered for) and the arguments' shardings (so the
 # devices too): a hit skips XLA's compilation, which is most of the cost on CPU (a PPO
@@ -72,9 +72,9 @@ def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
     shapes, ``.lower()`` its program."""
     if sharded:
         return _traced.get(("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
-                       lambda: sharded.trace_init(keys))
+                           lambda: sharded.trace_init(keys))
     return _traced.get(("init", algo.init, _abstract(keys)),
-                   lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
+                       lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
 
 
 def _abstract(tree) -> tuple:
