@@ -71,15 +71,42 @@ def _cpu_weight_gradient(x: jax.Array, dy: jax.Array) -> jax.Array:
     return WEIGHT_GRADIENT_FORMS[form](x, dy)
 
 
+#: Products ``x [..., K] @ w [K, N]`` with ``N`` in this range are written as ``N``
+#: matrix-vector products on CPU (see :func:`product`).
+NARROW_OUTPUT = (2, 4)
+
+
+def _cpu_product(x: jax.Array, w: jax.Array) -> jax.Array:
+    if NARROW_OUTPUT[0] <= w.shape[1] <= NARROW_OUTPUT[1]:
+        return jnp.stack([x @ w[:, j] for j in range(w.shape[1])], axis=-1)
+    return x @ w
+
+
+def product(x: jax.Array, w: jax.Array) -> jax.Array:
+    """``x [..., K] @ w [K, N] -> [..., N]``; on CPU, a narrow output (``N`` in
+    :data:`NARROW_OUTPUT`, e.g. a policy head over 2-4 actions) as one matrix-vector
+    product per column, stacked.
+
+    jaxlib 0.10.2's XLA:CPU emits a matrix-vector product as its own vector kernel but
+    sends ``N = 2`` to its general product, which runs it slowly. On one Zen 4 core, in a
+    scan (BENCHMARKS.md, 2026-12-04), ``[4096, 64] @ [64, 2]`` took 103 us as one product
+    and 37 us as two columns (2.8x); at 32768 rows 999 against 298 us, at 128 rows 2.9
+    against 2.0 us; vmapped over 4 seeds alike (2.2-2.8x). Four columns gained 1.0-1.9x;
+    from 6 on the columns lost somewhere, so wider outputs stay one product (as does
+    ``N = 1``, already a matrix-vector product). The same sums, float32 rounding aside.
+    Other platforms use the plain product."""
+    return jax.lax.platform_dependent(x, w, cpu=_cpu_product, default=jnp.matmul)
+
+
 @jax.custom_vjp
 def dense_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """``x [..., D] @ kernel [D, H] -> [..., H]``, with the weight gradient of
-    :func:`weight_gradient_form` on CPU."""
-    return x @ kernel
+    """``x [..., D] @ kernel [D, H] -> [..., H]``, with the products of :func:`product`
+    and the weight gradient of :func:`weight_gradient_form` on CPU."""
+    return product(x, kernel)
 
 
 def _matmul_fwd(x, kernel):
-    return x @ kernel, (x, kernel)
+    return product(x, kernel), (x, kernel)
 
 
 def _matmul_bwd(res, dy):
@@ -88,7 +115,7 @@ def _matmul_bwd(res, dy):
     dy2 = dy.reshape(-1, dy.shape[-1])
     d_kernel = jax.lax.platform_dependent(
         x2, dy2, cpu=_cpu_weight_gradient, default=WEIGHT_GRADIENT_FORMS["plain"])
-    return dy @ kernel.T, d_kernel.astype(kernel.dtype)
+    return product(dy, kernel.T), d_kernel.astype(kernel.dtype)
 
 
 dense_matmul.defvjp(_matmul_fwd, _matmul_bwd)
