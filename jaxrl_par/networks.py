@@ -60,6 +60,32 @@ def action_noise(key: jax.Array, shape: Sequence[int], discrete: bool,
     return draw(key, tuple(shape), dtype)
 
 
+#: Up to this many actions, :func:`log_softmax` works column by column.
+FEW_ACTIONS = 8
+
+
+def log_softmax(logits: jax.Array) -> jax.Array:
+    """``jax.nn.log_softmax`` over the last axis, ``[..., A]``; for ``A <= FEW_ACTIONS``
+    written column by column (maximum, exponentials and their sum as elementwise ops), so
+    that no reduction over the short axis is left. XLA:CPU (jaxlib 0.10.2) ran the
+    reduction over ``[4096, 2]`` as a kernel of its own that took ~50 us per step of a
+    4096-env PPO rollout (profiled, BENCHMARKS.md, 2026-12-04). The same values to float32
+    rounding, and the same gradient (the maximum is held constant, as jax's is).
+    """
+    num = logits.shape[-1]
+    if num > FEW_ACTIONS:
+        return jax.nn.log_softmax(logits)
+    cols = [logits[..., a] for a in range(num)]
+    top = cols[0]
+    for c in cols[1:]:
+        top = jnp.maximum(top, c)
+    top = jax.lax.stop_gradient(top)
+    total = jnp.exp(cols[0] - top)
+    for c in cols[1:]:
+        total = total + jnp.exp(c - top)
+    return logits - (top + jnp.log(total))[..., None]
+
+
 class Categorical(NamedTuple):
     """Categorical distribution over the last axis of ``logits`` ``[..., A]``."""
 
@@ -81,11 +107,11 @@ class Categorical(NamedTuple):
         return jnp.argmax(self.logits, axis=-1)
 
     def log_prob(self, action: jax.Array) -> jax.Array:
-        logp = jax.nn.log_softmax(self.logits)
+        logp = log_softmax(self.logits)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
     def entropy(self) -> jax.Array:
-        logp = jax.nn.log_softmax(self.logits)
+        logp = log_softmax(self.logits)
         return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 

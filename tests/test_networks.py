@@ -86,3 +86,22 @@ def test_networks_take_byte_observations_as_their_float_values():
         want = jax.tree.leaves(net.apply(params, obs.astype(jnp.float32)))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_log_softmax_column_by_column_equals_jax():
+    """`networks.log_softmax` (columns up to FEW_ACTIONS, jax's above): values and
+    gradients equal ``jax.nn.log_softmax`` to float32 rounding, large logits included."""
+    from jaxrl_par.networks import FEW_ACTIONS, log_softmax
+
+    rng_np = np.random.default_rng(0)
+    for num in (1, 2, 3, FEW_ACTIONS, FEW_ACTIONS + 1):
+        logits = jnp.asarray(rng_np.standard_normal((5, 7, num)) * 30, jnp.float32)
+        weights = jnp.asarray(rng_np.standard_normal((5, 7, num)), jnp.float32)
+        got, want = jax.jit(log_softmax)(logits), jax.nn.log_softmax(logits)
+        assert bool(jnp.all(jnp.isfinite(got)))
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, err_msg=str(num))
+        def grad(f, x=logits, w=weights):
+            return jax.jit(jax.grad(lambda v: jnp.sum(f(v) * w)))(x)
+
+        np.testing.assert_allclose(grad(log_softmax), grad(jax.nn.log_softmax),
+                                   rtol=1e-5, atol=1e-5, err_msg=str(num))
