@@ -181,3 +181,65 @@ def integers_below(key, shape, bound):
     bound = jnp.maximum(jnp.asarray(bound, jnp.int32), 0).astype(jnp.uint32)
     bits = jax.random.bits(key, tuple(shape), jnp.uint32)
     return mul_hi(bits, bound).astype(jnp.int32)
+
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def _threefry2x32_rolled(k1, k2, x1, x2):
+    """Threefry-2x32 (20 rounds) of the uint32 counter pairs ``(x1, x2)`` under the key
+    words ``(k1, k2)``, as a 5-step ``fori_loop``: the same bits as jax's hash, computed
+    in one XLA while loop whose outputs are materialised (see `split_each`)."""
+    import jax
+    import jax.numpy as jnp
+
+    u32 = jnp.uint32
+    rotations = jnp.asarray(_ROTATIONS, u32)  # [2, 4]
+    ks = jnp.stack(jnp.broadcast_arrays(k1, k2, k1 ^ k2 ^ u32(0x1BD11BDA)))  # key schedule
+    x1, x2 = x1 + ks[0], x2 + ks[1]
+
+    def step(i, xs):  # four rounds, then a key injection
+        a, b = xs
+        for j in range(4):
+            r = rotations[i % 2, j]
+            a = a + b
+            b = ((b << r) | (b >> (u32(32) - r))) ^ a
+        return a + ks[(i + 1) % 3], b + ks[(i + 2) % 3] + i.astype(u32) + u32(1)
+
+    return jax.lax.fori_loop(0, 5, step, (x1, x2))
+
+
+def split_each(keys, num: int = 2):
+    """Each key split in ``num``: ``jax.random.split(keys[i], num)`` for every ``i``, the
+    same keys, ``[...]`` -> ``[..., num]`` (typed keys; raw ``uint32 [..., 2]`` key data
+    gives ``[..., num, 2]``).
+
+    For Threefry keys on CPU the hashes run as one rolled loop over all the keys at once
+    (`_threefry2x32_rolled`), so their outputs are materialised before they are stacked
+    into keys. A vmapped ``jax.random.split`` under `unrolled_threefry` is instead one
+    fusion that stacks the two words of each key and recomputes the whole hash for each
+    word: in a 4096-env CartPole step that fusion took ~126 us (profiled, BENCHMARKS.md,
+    2026-12-04), the rolled loop ~69 us. Other platforms and PRNG implementations use
+    jax's split.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(split_each(jax.random.wrap_key_data(keys), num))
+
+    def plain(keys):
+        return jnp.vectorize(lambda k: jax.random.split(k, num), signature="()->(n)")(keys)
+
+    if str(jax.random.key_impl(keys)) != "threefry2x32":
+        return plain(keys)
+
+    def rolled(keys):
+        data = jax.random.key_data(keys)  # [..., 2]
+        k1, k2 = data[..., 0:1], data[..., 1:2]  # [..., 1]: the hash's key words
+        x1 = jnp.zeros(data.shape[:-1] + (num,), jnp.uint32)  # counters (0, j), as split's
+        x2 = jnp.broadcast_to(jnp.arange(num, dtype=jnp.uint32), x1.shape)
+        words = _threefry2x32_rolled(k1, k2, x1, x2)
+        return jax.random.wrap_key_data(jnp.stack(words, axis=-1), impl="threefry2x32")
+
+    return jax.lax.platform_dependent(keys, cpu=rolled, default=plain)

@@ -119,3 +119,33 @@ def test_integers_below_is_uniform_and_in_range():
     tenths = np.bincount(y.reshape(-1) * 10 // bound, minlength=10) / y.size
     np.testing.assert_allclose(tenths, 0.1, atol=0.005)
     assert int(np.asarray(rng.integers_below(jax.random.key(2), (3,), 0)).max()) == 0
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (4, 5)])
+def test_split_each_equals_vmapped_jax_split(shape):
+    """`rng.split_each` (the env step's per-copy split) gives jax's keys for typed and raw
+    keys, jitted, vmapped and inside the unrolled block; on CPU its hash is a rolled loop."""
+    keys = jax.random.split(jax.random.key(11), shape) if shape else jax.random.key(11)
+    split = jax.random.split
+    want = keys
+    for _ in shape:
+        split = jax.vmap(split, in_axes=(0, None))
+    want = jax.random.key_data(split(keys, 3))
+    with rng.unrolled_threefry():
+        lowered = jax.jit(lambda k: rng.split_each(k, 3)).lower(keys)
+        got = lowered.compile()(keys)
+        got_raw = jax.jit(lambda k: rng.split_each(k, 3))(jax.random.key_data(keys))
+        got_vmapped = jax.jit(jax.vmap(lambda k: rng.split_each(k, 3)))(keys[None])
+    assert "stablehlo.while" in lowered.as_text()
+    assert got.dtype == keys.dtype and got.shape == shape + (3,)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(got)), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(got_raw), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(got_vmapped))[0],
+                                  np.asarray(want))
+
+
+def test_split_each_of_another_prng_goes_to_jax():
+    keys = jax.random.split(jax.random.key(4, impl="rbg"), 2)
+    want = jax.vmap(jax.random.split)(keys)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(rng.split_each(keys))),
+                                  np.asarray(jax.random.key_data(want)))

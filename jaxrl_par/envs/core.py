@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_par import axes
+from jaxrl_par import axes, rng
 
 
 @struct.dataclass
@@ -136,8 +136,9 @@ class VecEnv:
           ``(next_state, timestep)``.
         """
         chex.assert_shape(action, (self.num_envs,) + self.action_shape)
+        pairs = rng.split_each(keys)  # [N, 2]: each copy's step and reset keys
         obs, inner, final_obs, reward, terminated, truncated = jax.vmap(self._step_one)(
-            keys, state.inner, action
+            pairs[:, 0], pairs[:, 1], state.inner, action
         )
         done = terminated | truncated
         ep_return = state.episode_return + reward
@@ -159,9 +160,8 @@ class VecEnv:
         )
         return next_state, timestep
 
-    def _step_one(self, key, inner, action):
+    def _step_one(self, key_step, key_reset, inner, action):
         """One copy: step, then reset where the episode ended (gymnax 1.x semantics)."""
-        key_step, key_reset = jax.random.split(key)
         final_obs, inner_st, reward, terminated, _ = self.env.step_env(
             key_step, inner, action, self.params
         )
