@@ -108,23 +108,24 @@ def test_policy_lag_staleness_and_metrics():
 
 def test_cartpole_reaches_475():
     """Ape-X (16 actors, n=3, dueling double Q, PER, batch 256) solves CartPole in 1e5
-    steps: greedy evaluation of the learner's parameters, seeds 0-3 as one vmapped batch
-    (CPU, ~30 s); at least 3 of the 4 must reach 475.
+    steps: greedy evaluation of the learner's parameters, seeds 0-7 as one vmapped batch
+    (CPU, ~60 s); at least 5 of the 8 must reach 475.
 
-    One seed alone flips between 500 and ~100 with the last bits of the arithmetic
-    (vmapping 1 vs 4 seeds, a reordered sum, another random stream, another CPU), so a
-    one-seed test would pass or fail on luck. With batch 128 this test failed on an AMD
-    EPYC host (2026-12-02: 380, 500, 352, 500) after passing on others; there batch 128
-    ended at >= 475 in 8 of 12 seed runs (seeds 0-7 vmapped, 0-3 vmapped), batch 256 in
-    26 of 28 (seeds 0-23 in three 8-seed batches, and 0-3), which puts this 3-of-4
-    assertion at ~97% instead of ~60%."""
+    One seed alone flips between 500 and ~100-350 with the last bits of the arithmetic
+    (vmapping 1, 4 or 8 seeds, a reordered sum, another random stream, another CPU), so a
+    one-seed test would pass or fail on luck. Counts of seeds at >= 475: on 2026-12-02,
+    26 of 28 (batch 256); on 2026-12-04, 16 of 20 before and 16 of 20 after the policy
+    head's products were rewritten as columns (seeds 0-19 in batches of 4 and 8), and 7 of
+    8 for seeds 0-7 as one batch. At ~80% per seed the old assertion, 3 of 4 seeds, held
+    only ~82% of the time (it failed after that rewrite: 318, 249, 500, 500); 5 of 8
+    holds ~94% of the time (~98% at 85% per seed)."""
     cfg = apex.Config(num_actors=16, num_steps=4, learner_steps_per_iteration=8,
                       batch_size=256, learning_starts=1_000, learning_rate=1e-3,
                       target_period=50, total_timesteps=100_000)
     algo = apex.make(cfg)
-    result = train(algo, [0, 1, 2, 3], num_chunks=5, progress=False)
+    result = train(algo, list(range(8)), num_chunks=5, progress=False)
     returns = greedy_returns(algo, result.state).tolist()
-    assert sum(r >= 475 for r in returns) >= 3, returns
+    assert sum(r >= 475 for r in returns) >= 5, returns
 
 
 APEX_PROBE = dict(num_actors=8, num_steps=4, total_timesteps=8_000, buffer_size=2_000,
