@@ -1,8 +1,10 @@
-"""Dense and convolution layers whose backward pass runs on XLA:CPU's fast product path.
+"""Dense and convolution layers whose products run on XLA:CPU's fast paths.
 
 :class:`Dense` is a drop-in for ``flax.linen.Dense`` (same ``kernel [in, out]`` and
 ``bias [out]`` parameters, same names, so the same initial values and checkpoints) whose
-weight gradient ``x^T dy`` is computed in the operand layout that XLA:CPU runs fastest.
+weight gradient ``x^T dy`` is computed in the operand layout that XLA:CPU runs fastest,
+and whose products with 2-4 outputs (policy and Q heads) run as one matrix-vector product
+per output (:func:`product`).
 
 Why: in jaxlib 0.10 XLA:CPU sends a product whose operands both contract over their
 leading axis (the weight gradient ``x^T dy``, ``[B, D] x [B, H] -> [D, H]``) to a slow
