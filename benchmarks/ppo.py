@@ -79,6 +79,19 @@ def build(who: str, env_id: str, num_envs: int, updates: int):
             algo.init_state(jax.random.key(0)), algo)
 
 
+def rollout_scan(algo, updates: int):
+    """``fn(state) -> (state, sums)``: ``updates`` of PPO's own rollouts (policy inference
+    and env steps, learning skipped) in one scan, each from the state's env state."""
+    def fn(s):
+        def body(st, k):
+            env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
+            return st.replace(env_state=env_state), ts.reward.sum() + extras.log_prob.sum()
+
+        return jax.lax.scan(body, s, jax.random.split(s.key, updates))
+
+    return fn
+
+
 def compile_in_fresh_processes(env_id: str, num_envs: int, updates: int, rounds: int) -> dict:
     """Compile seconds of the two update scans, each traced, lowered and compiled in a
     process of its own (nothing cached from the other's build; the persistent compilation
@@ -126,14 +139,7 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int,
         (_, acc), _ = jax.lax.scan(body, (st, 0.0), jax.random.split(key, HP["num_steps"] * updates))
         return acc
 
-    def rollout(s):
-        # Policy inference + env step only: PPO's own rollout, learning skipped.
-        def body(st, k):
-            env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
-            return st.replace(env_state=env_state), ts.reward.sum() + extras.log_prob.sum()
-
-        return jax.lax.scan(body, s, jax.random.split(s.key, updates))
-
+    rollout = rollout_scan(algo, updates)
     c_ours, t_ours = compile_timed(ours, state, ours=True)
     c_rejax, t_rejax = compile_timed(theirs, rstate)
     # The ceiling is built both ways and the faster one counts (the stricter ceiling):

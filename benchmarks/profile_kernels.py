@@ -29,25 +29,15 @@ import tempfile
 import jax
 
 sys.path.insert(0, os.path.dirname(__file__))
+import ppo as ppo_bench
 from common import compile_timed
-from ppo import HP, ours_config
-
-from jaxrl_par.algos import ppo
 
 
 def build(env_id: str, num_envs: int, part: str, updates: int):
-    """``(compiled, state, steps_per_call)`` for PPO's rollout or update in a scan."""
-    algo = ppo.make(ours_config(env_id, num_envs, num_envs * HP["num_steps"] * updates))
-    state = algo.init(jax.random.key(0))
+    """``(compiled, state)``: PPO's rollout or update, ``updates`` of them in a scan."""
+    fn, state, algo = ppo_bench.build("ours", env_id, num_envs, updates)
     if part == "rollout":
-        def fn(s):
-            def body(st, k):
-                env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
-                return st.replace(env_state=env_state), ts.reward.sum() + extras.log_prob.sum()
-            return jax.lax.scan(body, s, jax.random.split(s.key, updates))
-    else:
-        def fn(s):
-            return jax.lax.scan(lambda c, _: algo.update(c), s, None, length=updates)
+        fn = ppo_bench.rollout_scan(algo, updates)
     compiled, _ = compile_timed(fn, state, ours=True)
     return compiled, state
 
@@ -82,8 +72,9 @@ def main() -> None:
     a = p.parse_args()
     compiled, state = build(a.env, a.num_envs, a.part, a.updates)
     total, count = kernel_times(compiled, state, a.calls)
-    per, unit = (a.calls * a.updates * HP["num_steps"], "step") if a.part == "rollout" else (
-        a.calls * a.updates, "update")
+    per, unit = a.calls * a.updates, "update"
+    if a.part == "rollout":
+        per, unit = per * ppo_bench.HP["num_steps"], "step"
     # Host-side and wrapper events (Python frames, executor waits, loops) are not kernels.
     skip = re.compile(r"^(\$|ThunkExecutor|PjitFunction|CommonPjRt|while)")
     kernels = [(n, t) for n, t in total.most_common() if not skip.match(n)]
