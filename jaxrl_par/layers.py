@@ -93,7 +93,7 @@ def product(x: jax.Array, w: jax.Array) -> jax.Array:
     sends ``N = 2`` to its general product, which runs it slowly. On one Zen 4 core, in a
     scan (BENCHMARKS.md, 2026-12-04), ``[4096, 64] @ [64, 2]`` took 103 us as one product
     and 37 us as two columns (2.8x); at 32768 rows 999 against 298 us, at 128 rows 2.9
-    against 2.0 us; vmapped over 4 seeds alike (2.2-2.8x). Four columns gained 1.0-1.9x;
+    against 2.0 us; vmapped over 4 seeds 1.6-2.8x. Four columns gained 1.0-1.9x;
     from 6 on the columns lost somewhere, so wider outputs stay one product (as does
     ``N = 1``, already a matrix-vector product). The same sums, float32 rounding aside.
     Other platforms use the plain product."""
