@@ -195,18 +195,22 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
 
     u32 = jnp.uint32
     rotations = jnp.asarray(_ROTATIONS, u32)  # [2, 4]
-    ks = jnp.stack(jnp.broadcast_arrays(k1, k2, k1 ^ k2 ^ u32(0x1BD11BDA)))  # key schedule
-    x1, x2 = x1 + ks[0], x2 + ks[1]
+    k1, k2 = jnp.broadcast_arrays(k1, k2)
+    k3 = k1 ^ k2 ^ u32(0x1BD11BDA)  # the key schedule is (k1, k2, k3), used in turn
+    x1, x2 = x1 + k1, x2 + k2
 
-    def step(i, xs):  # four rounds, then a key injection
-        a, b = xs
+    def step(i, carry):  # four rounds, then a key injection
+        a, b, ka, kb, kc = carry
         for j in range(4):
             r = rotations[i % 2, j]
             a = a + b
             b = ((b << r) | (b >> (u32(32) - r))) ^ a
-        return a + ks[(i + 1) % 3], b + ks[(i + 2) % 3] + i.astype(u32) + u32(1)
+        # The schedule rotates in the carry instead of being indexed by ``i % 3``: an
+        # index into a stacked schedule made XLA transpose it when vmapped.
+        return a + ka, b + kb + i.astype(u32) + u32(1), kb, kc, ka
 
-    return jax.lax.fori_loop(0, 5, step, (x1, x2))
+    a, b, *_ = jax.lax.fori_loop(0, 5, step, (x1, x2, k2, k3, k1))
+    return a, b
 
 
 def split_each(keys, num: int = 2):
@@ -243,3 +247,114 @@ def split_each(keys, num: int = 2):
         return jax.random.wrap_key_data(jnp.stack(words, axis=-1), impl="threefry2x32")
 
     return jax.lax.platform_dependent(keys, cpu=rolled, default=plain)
+
+
+def _partitionable_counts(shape):
+    """``(hi, lo)`` uint32 words of the row-major index of every element of ``shape``
+    (jax's ``iota_2x32_shape``, for fewer than 2^32 elements: ``hi`` is zero)."""
+    import math
+
+    import jax.numpy as jnp
+
+    lo = jnp.arange(math.prod(shape), dtype=jnp.uint32).reshape(shape)
+    return jnp.zeros_like(lo), lo
+
+
+def _make_rolled_impl():
+    """The PRNG implementation behind :func:`rolled_keys` (registered once, at import)."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+    from jax.extend import random as jex_random
+
+    fry = jex_random.threefry_prng_impl
+    uint = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32, 64: jnp.uint64}
+
+    def rolled_ok(shape) -> bool:
+        # The rolled forms below follow jax's "partitionable" Threefry (the default since
+        # jax 0.5); under the other setting, or past 2^32 counters, jax's own functions run.
+        return bool(jax.config.jax_threefry_partitionable) and math.prod(shape) < 2**32
+
+    def words(key, shape):
+        hi, lo = _partitionable_counts(shape)
+        return _threefry2x32_rolled(key[0], key[1], hi, lo)
+
+    def random_bits(key, bit_width, shape):
+        if not rolled_ok(shape) or (bit_width == 64 and not jax.config.jax_enable_x64):
+            return fry.random_bits(key, bit_width, shape)
+
+        def rolled(key):
+            bits1, bits2 = words(key, shape)
+            if bit_width == 64:
+                return (bits1.astype(jnp.uint64) << jnp.uint64(32)) | bits2.astype(jnp.uint64)
+            return (bits1 ^ bits2).astype(uint[bit_width])
+
+        return jax.lax.platform_dependent(
+            key, cpu=rolled, default=lambda k: fry.random_bits(k, bit_width, shape))
+
+    def split(key, shape):
+        if not rolled_ok(shape):
+            return fry.split(key, shape)
+
+        def rolled(key):
+            bits1, bits2 = words(key, shape)
+            return jnp.stack([bits1, bits2], axis=bits1.ndim)
+
+        return jax.lax.platform_dependent(key, cpu=rolled, default=lambda k: fry.split(k, shape))
+
+    return jex_random.define_prng_impl(
+        key_shape=(2,), seed=fry.seed, split=split, random_bits=random_bits,
+        fold_in=fry.fold_in, name="threefry2x32_rolled", tag="fry_rolled")
+
+
+#: Threefry-2x32 with every draw's hash computed as one rolled loop on CPU (same bits as
+#: ``"threefry2x32"``); see :func:`rolled_keys`.
+ROLLED_THREEFRY = _make_rolled_impl()
+
+
+def rolled_keys(keys):
+    """The same Threefry keys, drawing through a rolled loop on CPU: every
+    ``jax.random`` draw made from them (``uniform``, ``normal``, ``bits``, ``split``...)
+    gives the bits that ``keys`` give, but its hash runs as one XLA while loop (see
+    `_threefry2x32_rolled`) whose output is materialised, instead of jax's hash lowered
+    into the draw's consumers.
+
+    Why: code we do not own draws from keys we pass it. Under `unrolled_threefry`, the
+    hash of gymnax's CartPole reset draw was fused into each of its consumers (the
+    observation's concatenation and the state's four components), so it ran five times
+    per step; from keys of this implementation it runs once, in its loop
+    (``envs.core.ROLLED_RESET_MIN_ENVS`` has the timings).
+
+    Typed Threefry keys and raw ``uint32 [..., 2]`` key data (the default
+    implementation's) are converted; any other key is returned as it is. Other platforms
+    than CPU compute jax's own hash.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        if str(jax.random.key_impl(keys)) != "threefry2x32":
+            return keys
+        data = jax.random.key_data(keys)
+    elif str(jax.config.jax_default_prng_impl) == "threefry2x32" and keys.shape[-1:] == (2,):
+        data = keys
+    else:
+        return keys
+    return jax.random.wrap_key_data(data, impl=ROLLED_THREEFRY)
+
+
+def threefry_keys(tree):
+    """``tree`` with every key leaf of `rolled_keys`' kind turned back into a plain
+    ``"threefry2x32"`` key (same data); other leaves as they are. For state that an
+    environment keeps across steps, so its dtype does not depend on which keys it got."""
+    import jax
+    import jax.numpy as jnp
+
+    def back(x):
+        if (isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                and jax.random.key_impl(x) == ROLLED_THREEFRY):
+            return jax.random.wrap_key_data(jax.random.key_data(x), impl="threefry2x32")
+        return x
+
+    return jax.tree.map(back, tree)

@@ -145,3 +145,71 @@ def test_minatar_observations_are_bytes_with_gymnax_values(env_id):
     for got, want in zip(steps, steps_f):
         np.testing.assert_array_equal(np.asarray(got, np.float32), want)
     assert np.asarray(steps[3]).any()  # some episodes ended (resets are covered)
+
+
+def _trajectory(env, steps=60, seed=0):
+    """``steps`` random-action steps of ``env``, compiled; every timestep stacked."""
+    def run(key):
+        k0, k_act, k_env = jax.random.split(key, 3)
+        state = env.reset(jax.random.split(k0, env.num_envs))
+
+        def step(state, ks):
+            action = jax.random.randint(ks[0], (env.num_envs,), 0, env.num_actions)
+            return env.step(jax.random.split(ks[1], env.num_envs), state, action)
+
+        return jax.lax.scan(step, state, jax.random.split(key, (steps, 2)))[1]
+
+    return jax.jit(run)(jax.random.key(seed))
+
+
+def test_rolled_reset_keys_change_no_episode(monkeypatch):
+    """From `ROLLED_RESET_MIN_ENVS` copies on, resets draw from `rng.rolled_keys`: every
+    observation, reward and flag equals the plain keys' trajectory, resets included."""
+    n = envs.core.ROLLED_RESET_MIN_ENVS
+    rolled = _trajectory(envs.make("CartPole-v1", n))
+    assert int(rolled.terminated.sum()) > n  # many resets happened
+    monkeypatch.setattr(envs.core, "ROLLED_RESET_MIN_ENVS", 10**9)
+    plain = _trajectory(envs.make("CartPole-v1", n))
+    for name, a, b in zip(plain._fields, plain, rolled):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+
+
+def test_an_env_that_keeps_its_reset_key():
+    """A reset key kept in the env's state comes back as a plain Threefry key, so the
+    state's dtype is the same after a reset as after a step."""
+    from flax import struct
+    from gymnax.environments import environment, spaces
+
+    @struct.dataclass
+    class KeyState(environment.EnvState):
+        key: jax.Array
+        time: jax.Array
+
+    class KeepsKey(environment.Environment):
+        @property
+        def default_params(self):
+            return environment.EnvParams(max_steps_in_episode=3)
+
+        def reset_env(self, key, params):
+            state = KeyState(key=key, time=jnp.int32(0))
+            return jax.random.uniform(key, (2,)), state
+
+        def step_env(self, key, state, action, params):
+            k_next, k_obs = jax.random.split(state.key)
+            state = KeyState(key=k_next, time=state.time + 1)
+            return jax.random.uniform(k_obs, (2,)), state, jnp.float32(1.0), jnp.bool_(False), {}
+
+        def is_terminal(self, state, params):
+            return state.time >= 3
+
+        def action_space(self, params=None):
+            return spaces.Discrete(2)
+
+        def observation_space(self, params):
+            return spaces.Box(0.0, 1.0, (2,), jnp.float32)
+
+    n = envs.core.ROLLED_RESET_MIN_ENVS
+    env = envs.core.VecEnv("KeepsKey", KeepsKey(), KeepsKey().default_params, n)
+    out = _trajectory(env, steps=8)
+    assert bool(out.truncated[2].all()) and not bool(out.truncated[3].any())
+    assert float(out.obs.min()) >= 0.0 and float(out.obs.max()) < 1.0

@@ -1,5 +1,7 @@
 """`rng.unrolled_threefry`: the same random bits, no while loop, scoped to its block."""
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -149,3 +151,40 @@ def test_split_each_of_another_prng_goes_to_jax():
     want = jax.vmap(jax.random.split)(keys)
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(rng.split_each(keys))),
                                   np.asarray(jax.random.key_data(want)))
+
+
+@pytest.mark.parametrize("unrolled", [False, True])
+def test_rolled_keys_draw_the_same_bits(unrolled):
+    """Every draw from `rolled_keys` equals the draw from the keys it came from, vmapped
+    and jitted, with either Threefry lowering active; keys split from them stay rolled."""
+    keys = jax.random.split(jax.random.key(11), 5)
+    rolled = rng.rolled_keys(keys)
+    assert jax.random.key_impl(rolled) == rng.ROLLED_THREEFRY
+
+    def more(key):
+        out = _draws(key)
+        out["bits8"] = jax.random.bits(key, (7,), jnp.uint8)
+        out["bits16"] = jax.random.bits(key, (3,), jnp.uint16)
+        out["scalar"] = jax.random.uniform(key)
+        out["randint"] = jax.random.randint(key, (6,), -3, 10)
+        out["after_split"] = jax.random.uniform(jax.random.split(key)[1], (2,))
+        return out
+
+    with rng.unrolled_threefry() if unrolled else contextlib.nullcontext():
+        want = jax.jit(jax.vmap(more))(keys)
+        got = jax.jit(jax.vmap(more))(rolled)
+    for name in want:
+        np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]), err_msg=name)
+    assert jax.random.key_impl(jax.random.split(rolled[0])) == rng.ROLLED_THREEFRY
+
+
+def test_rolled_keys_of_raw_data_and_of_other_prngs():
+    raw = jax.random.PRNGKey(3)  # uint32 [2] data of the default implementation
+    np.testing.assert_array_equal(jax.random.normal(rng.rolled_keys(raw), (5,)),
+                                  jax.random.normal(raw, (5,)))
+    rbg = jax.random.key(0, impl="rbg")
+    assert rng.rolled_keys(rbg) is rbg
+    back = rng.threefry_keys({"k": rng.rolled_keys(jax.random.key(1)), "x": jnp.ones(2)})
+    assert str(jax.random.key_impl(back["k"])) == "threefry2x32"
+    np.testing.assert_array_equal(jax.random.key_data(back["k"]),
+                                  jax.random.key_data(jax.random.key(1)))

@@ -20,6 +20,18 @@ from flax import struct
 from jaxrl_par import axes, rng
 
 
+#: From this many copies on, `VecEnv.step` hands the reset keys to the environment as
+#: `rng.rolled_keys` (same bits). gymnax's CartPole reset draws 4 uniforms and builds its
+#: observation from them; XLA:CPU fused that draw's hash into the observation's
+#: concatenation and into the four fusions of the state's components, so each computed
+#: it again. As a rolled loop it is computed once: the 4096-env CartPole rollout ran
+#: 1.14x faster (1.17x at 256 and 1024 envs; Acrobot, Pendulum and MountainCar
+#: 1.10-1.13x at 1024). Below this size the loop's own kernels cost more than they save
+#: (0.92x at 4 envs, 1.00x at 64). MinAtar resets draw little: 0.96-1.00x at 256-1024
+#: envs. Measured 2026-12-04 (BENCHMARKS.md).
+ROLLED_RESET_MIN_ENVS = 128
+
+
 @struct.dataclass
 class EnvState:
     """State of ``num_envs`` environments. Every leaf has a leading ``[N]`` axis."""
@@ -137,8 +149,11 @@ class VecEnv:
         """
         chex.assert_shape(action, (self.num_envs,) + self.action_shape)
         pairs = rng.split_each(keys)  # [N, 2]: each copy's step and reset keys
+        k_step, k_reset = pairs[:, 0], pairs[:, 1]
+        if self.num_envs >= ROLLED_RESET_MIN_ENVS:
+            k_reset = rng.rolled_keys(k_reset)
         obs, inner, final_obs, reward, terminated, truncated = jax.vmap(self._step_one)(
-            pairs[:, 0], pairs[:, 1], state.inner, action
+            k_step, k_reset, state.inner, action
         )
         done = terminated | truncated
         ep_return = state.episode_return + reward
@@ -171,6 +186,7 @@ class VecEnv:
         truncated = truncated & ~terminated
         done = terminated | truncated
         obs_re, inner_re = self.env.reset_env(key_reset, self.params)
+        inner_re = rng.threefry_keys(inner_re)  # a key the env keeps: back to jax's kind
         inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), inner_re, inner_st)
         final_obs = final_obs.astype(self.observation_dtype)
         obs = jax.lax.select(done, obs_re.astype(self.observation_dtype), final_obs)
