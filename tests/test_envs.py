@@ -150,14 +150,14 @@ def test_minatar_observations_are_bytes_with_gymnax_values(env_id):
 def _trajectory(env, steps=60, seed=0):
     """``steps`` random-action steps of ``env``, compiled; every timestep stacked."""
     def run(key):
-        k0, k_act, k_env = jax.random.split(key, 3)
-        state = env.reset(jax.random.split(k0, env.num_envs))
+        k_reset, k_steps = jax.random.split(key)
+        state = env.reset(jax.random.split(k_reset, env.num_envs))
 
         def step(state, ks):
             action = jax.random.randint(ks[0], (env.num_envs,), 0, env.num_actions)
             return env.step(jax.random.split(ks[1], env.num_envs), state, action)
 
-        return jax.lax.scan(step, state, jax.random.split(key, (steps, 2)))[1]
+        return jax.lax.scan(step, state, jax.random.split(k_steps, (steps, 2)))[1]
 
     return jax.jit(run)(jax.random.key(seed))
 

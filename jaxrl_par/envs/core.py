@@ -19,7 +19,6 @@ from flax import struct
 
 from jaxrl_par import axes, rng
 
-
 #: From this many copies on, `VecEnv.step` hands the reset keys to the environment as
 #: `rng.rolled_keys` (same bits). gymnax's CartPole reset draws 4 uniforms and builds its
 #: observation from them; XLA:CPU fused that draw's hash into the observation's
