@@ -49,15 +49,26 @@ def orthogonal(scale: float):
 def action_noise(key: jax.Array, shape: Sequence[int], discrete: bool,
                  dtype=jnp.float32) -> jax.Array:
     """The noise a distribution turns into actions, ``shape`` (``[..., A]`` logits' shape
-    or ``[..., D]`` actions): Gumbel for :class:`Categorical`, standard normal for
-    :class:`DiagGaussian`.
+    or ``[..., D]`` actions): for :class:`Categorical` noise whose ``argmax(logits +
+    noise)`` is a sample, for :class:`DiagGaussian` standard normal.
 
     Drawing it ahead for many steps and envs at once, from one key, is cheaper on CPU than
     one draw per env key: at 4096 envs and 2 actions, a vmapped ``jax.random.categorical``
     over per-env keys ran as scalar code in PPO's rollout (~0.4 ms of a ~3 ms step).
+
+    Categorical noise is Gumbel, except for 2 actions: then it is ``[0, L]`` with ``L``
+    standard logistic, the distribution of the difference of two Gumbels, so the sampled
+    actions have the same distribution from half the uniform draws and one logarithm
+    instead of two (a 4096-env CartPole rollout ran 1.05x faster). Not the bits of
+    ``jax.random.categorical``; :meth:`Categorical.sample` keeps those.
     """
-    draw = jax.random.gumbel if discrete else jax.random.normal
-    return draw(key, tuple(shape), dtype)
+    shape = tuple(shape)
+    if not discrete:
+        return jax.random.normal(key, shape, dtype)
+    if shape[-1] == 2:
+        logistic = jax.random.logistic(key, shape[:-1] + (1,), dtype)
+        return jnp.concatenate([jnp.zeros_like(logistic), logistic], axis=-1)
+    return jax.random.gumbel(key, shape, dtype)
 
 
 #: Up to this many actions, :func:`log_softmax` works column by column.
@@ -92,11 +103,13 @@ class Categorical(NamedTuple):
     logits: jax.Array
 
     def noise(self, key: jax.Array) -> jax.Array:
-        """Gumbel noise ``[..., A]`` for :meth:`sample_with_noise`."""
-        return action_noise(key, self.logits.shape, discrete=True, dtype=self.logits.dtype)
+        """Gumbel noise ``[..., A]`` for :meth:`sample_with_noise` (as
+        ``jax.random.categorical`` draws it)."""
+        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
 
     def sample_with_noise(self, noise: jax.Array) -> jax.Array:
-        """Gumbel-max: ``argmax(logits + noise)`` over the last axis, ``[...]`` int32."""
+        """``argmax(logits + noise)`` over the last axis, ``[...]`` int32: a sample for
+        Gumbel noise (:meth:`noise`) or :func:`action_noise`'s."""
         return jnp.argmax(self.logits + noise, axis=-1).astype(jnp.int32)
 
     def sample(self, key: jax.Array) -> jax.Array:

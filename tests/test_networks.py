@@ -6,6 +6,7 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxrl_par.algos import dqn, ppo
 from jaxrl_par.networks import ActorCritic, QNetwork, orthogonal
@@ -58,8 +59,8 @@ def test_vmapped_algorithm_init_equals_one_seed_at_a_time():
 
 
 def test_sampling_through_noise_is_jax_random_bit_for_bit():
-    # PPO's rollout draws the noise ahead (networks.action_noise) and samples with it;
-    # sample(key) is the same computation, and equals jax.random's own samplers.
+    # sample(key) samples through noise (sample_with_noise), and equals jax.random's own
+    # samplers bit for bit.
     from jaxrl_par.networks import Categorical, DiagGaussian
 
     logits = jax.random.normal(jax.random.key(0), (64, 5))
@@ -71,6 +72,28 @@ def test_sampling_through_noise_is_jax_random_bit_for_bit():
     ours = DiagGaussian(mean, log_std).sample(jax.random.key(2))
     ref = mean + jnp.exp(log_std) * jax.random.normal(jax.random.key(2), (64, 5))
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+
+
+@pytest.mark.parametrize("num_actions", [2, 3])
+def test_action_noise_samples_the_softmax(num_actions):
+    """PPO's rollout samples ``argmax(logits + action_noise)``: each action's frequency
+    matches its softmax probability (chi-square, fixed seed; 2 actions use the logistic
+    form, more the Gumbel), and the 2-action form is not just the Gumbel bits again."""
+    from scipy import stats
+
+    from jaxrl_par.networks import Categorical, action_noise
+
+    logits = jnp.asarray([[0.0, 1.5, -1.0][:num_actions], [2.0, -3.0, 0.5][:num_actions]])
+    n = 200_000
+    noise = action_noise(jax.random.key(4), (n, 2, num_actions), discrete=True)
+    actions = np.asarray(Categorical(logits[None]).sample_with_noise(noise))  # [n, 2]
+    probs = np.asarray(jax.nn.softmax(logits), np.float64)
+    probs = probs / probs.sum(axis=-1, keepdims=True)
+    for row in range(2):
+        counts = np.bincount(actions[:, row], minlength=num_actions)
+        assert stats.chisquare(counts, probs[row] * n).pvalue > 1e-3, (counts, probs[row] * n)
+    if num_actions == 2:
+        assert np.all(np.asarray(noise[..., 0]) == 0.0)
 
 
 def test_networks_take_byte_observations_as_their_float_values():
