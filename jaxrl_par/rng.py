@@ -213,7 +213,7 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
     return a, b
 
 
-def split_each(keys, num: int = 2):
+def split_each(keys, num: int = 2, index: int | None = None):
     """Each key split in ``num``: ``jax.random.split(keys[i], num)`` for every ``i``, the
     same keys, ``[...]`` -> ``[..., num]`` (typed keys; raw ``uint32 [..., 2]`` key data
     gives ``[..., num, 2]``).
@@ -225,26 +225,40 @@ def split_each(keys, num: int = 2):
     word: in a 4096-env CartPole step that fusion took ~126 us (profiled, BENCHMARKS.md,
     2026-12-04), the rolled loop ~69 us. Other platforms and PRNG implementations use
     jax's split.
+
+    With ``index``, only key ``index`` of each split, ``[...]`` (``[..., 2]`` raw): its
+    hash alone is computed.
     """
     import jax
     import jax.numpy as jnp
 
     if not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(split_each(jax.random.wrap_key_data(keys), num))
+        return jax.random.key_data(split_each(jax.random.wrap_key_data(keys), num, index))
+    if index is not None and not 0 <= index < num:
+        raise ValueError(f"split_each: index {index} is not in [0, {num})")
 
     def plain(keys):
-        return jnp.vectorize(lambda k: jax.random.split(k, num), signature="()->(n)")(keys)
+        if index is None:
+            return jnp.vectorize(lambda k: jax.random.split(k, num), signature="()->(n)")(keys)
+        return jnp.vectorize(lambda k: jax.random.split(k, num)[index])(keys)
 
-    if str(jax.random.key_impl(keys)) != "threefry2x32":
+    # The rolled form hashes the counters (0, j), as jax's split does in its default
+    # "partitionable" mode; in the other mode split hashes other counters.
+    if (str(jax.random.key_impl(keys)) != "threefry2x32"
+            or not jax.config.jax_threefry_partitionable):
         return plain(keys)
 
     def rolled(keys):
         data = jax.random.key_data(keys)  # [..., 2]
         k1, k2 = data[..., 0:1], data[..., 1:2]  # [..., 1]: the hash's key words
-        x1 = jnp.zeros(data.shape[:-1] + (num,), jnp.uint32)  # counters (0, j), as split's
-        x2 = jnp.broadcast_to(jnp.arange(num, dtype=jnp.uint32), x1.shape)
-        words = _threefry2x32_rolled(k1, k2, x1, x2)
-        return jax.random.wrap_key_data(jnp.stack(words, axis=-1), impl="threefry2x32")
+        if index is None:
+            x1 = jnp.zeros(data.shape[:-1] + (num,), jnp.uint32)  # counters (0, j)
+            x2 = jnp.broadcast_to(jnp.arange(num, dtype=jnp.uint32), x1.shape)
+            words = _threefry2x32_rolled(k1, k2, x1, x2)
+            return jax.random.wrap_key_data(jnp.stack(words, axis=-1), impl="threefry2x32")
+        x1 = jnp.zeros_like(k1)  # counter (0, index)
+        words = _threefry2x32_rolled(k1, k2, x1, x1 + jnp.uint32(index))
+        return jax.random.wrap_key_data(jnp.concatenate(words, axis=-1), impl="threefry2x32")
 
     return jax.lax.platform_dependent(keys, cpu=rolled, default=plain)
 

@@ -162,13 +162,17 @@ def _trajectory(env, steps=60, seed=0):
     return jax.jit(run)(jax.random.key(seed))
 
 
-def test_rolled_reset_keys_change_no_episode(monkeypatch):
-    """From `ROLLED_RESET_MIN_ENVS` copies on, resets draw from `rng.rolled_keys`: every
-    observation, reward and flag equals the plain keys' trajectory, resets included."""
+def test_rolled_reset_keys_and_unused_step_keys_change_no_episode(monkeypatch):
+    """From `ROLLED_RESET_MIN_ENVS` copies on, resets draw from `rng.rolled_keys`, and
+    CartPole's step (which reads no key) gets no split step key: every observation,
+    reward and flag equals the plain keys' trajectory, resets included."""
     n = envs.core.ROLLED_RESET_MIN_ENVS
-    rolled = _trajectory(envs.make("CartPole-v1", n))
+    env = envs.make("CartPole-v1", n)
+    assert not env.step_uses_key and envs.make("Acrobot-v1", 2).step_uses_key
+    rolled = _trajectory(env)
     assert int(rolled.terminated.sum()) > n  # many resets happened
     monkeypatch.setattr(envs.core, "ROLLED_RESET_MIN_ENVS", 10**9)
+    monkeypatch.setattr(envs.core.VecEnv, "step_uses_key", True)
     plain = _trajectory(envs.make("CartPole-v1", n))
     for name, a, b in zip(plain._fields, plain, rolled):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)

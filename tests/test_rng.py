@@ -144,6 +144,14 @@ def test_split_each_equals_vmapped_jax_split(shape):
     np.testing.assert_array_equal(np.asarray(got_raw), np.asarray(want))
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(got_vmapped))[0],
                                   np.asarray(want))
+    for index in range(3):  # one key of each split, its hash alone
+        with rng.unrolled_threefry():
+            one = jax.jit(lambda k, i=index: rng.split_each(k, 3, index=i))(keys)
+        assert one.shape == shape
+        np.testing.assert_array_equal(np.asarray(jax.random.key_data(one)),
+                                      np.asarray(want)[..., index, :])
+    with pytest.raises(ValueError, match="index 3"):
+        rng.split_each(keys, 3, index=3)
 
 
 def test_split_each_of_another_prng_goes_to_jax():
