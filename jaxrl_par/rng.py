@@ -195,22 +195,18 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
 
     u32 = jnp.uint32
     rotations = jnp.asarray(_ROTATIONS, u32)  # [2, 4]
-    k1, k2 = jnp.broadcast_arrays(k1, k2)
-    k3 = k1 ^ k2 ^ u32(0x1BD11BDA)  # the key schedule is (k1, k2, k3), used in turn
-    x1, x2 = x1 + k1, x2 + k2
+    ks = jnp.stack(jnp.broadcast_arrays(k1, k2, k1 ^ k2 ^ u32(0x1BD11BDA)))  # key schedule
+    x1, x2 = x1 + ks[0], x2 + ks[1]
 
-    def step(i, carry):  # four rounds, then a key injection
-        a, b, ka, kb, kc = carry
+    def step(i, xs):  # four rounds, then a key injection
+        a, b = xs
         for j in range(4):
             r = rotations[i % 2, j]
             a = a + b
             b = ((b << r) | (b >> (u32(32) - r))) ^ a
-        # The schedule rotates in the carry instead of being indexed by ``i % 3``: an
-        # index into a stacked schedule made XLA transpose it when vmapped.
-        return a + ka, b + kb + i.astype(u32) + u32(1), kb, kc, ka
+        return a + ks[(i + 1) % 3], b + ks[(i + 2) % 3] + i.astype(u32) + u32(1)
 
-    a, b, *_ = jax.lax.fori_loop(0, 5, step, (x1, x2, k2, k3, k1))
-    return a, b
+    return jax.lax.fori_loop(0, 5, step, (x1, x2))
 
 
 def split_each(keys, num: int = 2, index: int | None = None):
