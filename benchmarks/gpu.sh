@@ -1,75 +1,114 @@
 #!/usr/bin/env bash
-# One prepared accelerator run: installs the carried wheels, then runs the scaling
-# benchmark, a brief PPO benchmark and Ape-X's actor-learner benchmark; results go to
-# $OUT (if set) or benchmarks/results.
+# One prepared accelerator run: installs the carried wheels, then runs each section under a
+# time cap of its own, so that one slow or failing section costs only its cap and the
+# others still report. Logs and JSON go to $OUT (if set) or benchmarks/results/gpu/.
 #
-#   bash benchmarks/gpu.sh --prepare   # here, with network: fetch gymnax + six wheels into .whl/
+#   bash benchmarks/gpu.sh --prepare   # here, with network: wheels for Python 3.12 into .whl/
 #   bash benchmarks/gpu.sh             # on the GPU machine (jax 0.11.x, Python 3.12; carry .whl)
-#   bash benchmarks/gpu.sh --quick     # tiny settings; on CPU it splits the host into 2 devices
+#   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
+#   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# The GPU image has jax but not gymnax/six: they travel as wheels in .whl/ (git-ignored;
-# pass it in `carry`). Nothing is downloaded on the accelerator machine.
-set -euo pipefail
+# Sections (default: tests cli ppo dqn replay):
+#   tests        pytest of the PRNG, env and network tests on the accelerator
+#   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
+#   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
+#   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
+#   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax
+#   scaling      benchmarks/scaling.py (weak/strong/population)
+#   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
+#
+# The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
+# their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
+# installed into /tmp/site. Nothing is downloaded on the accelerator machine. At most 8
+# files come back from $OUT, so everything is written to gpu.log and a few JSON files.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null || PY=python
 QUICK=""
+WHEELS=(gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 rejax==0.1.3
+        distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 dm-tree==0.1.10 gast==0.7.0
+        decorator==5.3.1 flashbax==0.1.3)
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK="--quick" ;;
     --prepare)
-      "$PY" -m pip download --no-deps --only-binary=:all: -d .whl "gymnax==1.0.1" six
+      plat=()
+      for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 \
+               manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+        plat+=(--platform "$p"); done
+      "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp "${plat[@]}" -d .whl "${WHEELS[@]}" || exit 1
       ls -l .whl; exit 0 ;;
     *) echo "unknown argument $arg (use --quick or --prepare)" >&2; exit 2 ;;
   esac
 done
-DEST="${OUT:-benchmarks/results}"
+DEST="${OUT:-benchmarks/results/gpu}"
 mkdir -p "$DEST"
+LOG="$DEST/gpu.log"
+: > "$LOG"
+say() { echo "$@" | tee -a "$LOG"; }
 
-if ! "$PY" -c "import gymnax, six" 2>/dev/null; then
+if ! "$PY" -c "import gymnax, six, rejax, flashbax" 2>/dev/null; then
   if ! ls .whl/*.whl >/dev/null 2>&1; then
-    echo "gymnax/six missing and no .whl/: run 'bash benchmarks/gpu.sh --prepare' first" >&2
+    say "gymnax/rejax/flashbax missing and no .whl/: run 'bash benchmarks/gpu.sh --prepare' first"
     exit 1
   fi
-  "$PY" -m pip install --quiet --no-deps --no-index .whl/*.whl
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl 2>&1 | tee -a "$LOG"
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-"$PY" - <<'PYEOF' 2>&1 | tee "$DEST/gpu_env.txt"
+export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
+    --format=csv 2>/dev/null; nproc; } 2>&1 | tee -a "$LOG"
+"$PY" - <<'PYEOF' 2>&1 | tee -a "$LOG"
 import sys, jax, flax, optax, gymnax
 print("python", sys.version.split()[0], "jax", jax.__version__, "flax", flax.__version__,
-      "optax", optax.__version__, "gymnax", getattr(gymnax, "__version__", "?"))
+      "optax", optax.__version__)
 print("backend", jax.default_backend(), "devices", jax.devices())
 PYEOF
 
-BACKEND="$("$PY" -c 'import jax; print(jax.default_backend())')"
-FAKE=""
-if [ "$BACKEND" = "cpu" ]; then FAKE="--fake-devices 2"; fi
-
 status=0
-# 1. Scaling: weak, strong, population (and Ape-X if present).
-"$PY" benchmarks/scaling.py $QUICK $FAKE --out "$DEST/scaling.json" 2>&1 | tee "$DEST/scaling.log" \
-  || status=1
+# section NAME CAP_SECONDS COMMAND...: runs COMMAND under `timeout`, output into the log.
+section() {
+  local name="$1" cap="$2"; shift 2
+  say ""; say "=== $name (cap ${cap}s) $(date -u +%H:%M:%S)"
+  local t0=$SECONDS
+  timeout -k 5 "$cap" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  say "=== $name rc=$rc wall=$((SECONDS - t0))s"
+  [ "$rc" = 0 ] || status=1
+}
 
-# 2. PPO throughput, briefly: the runner on one device (steps/s excludes compilation).
-if [ -n "$QUICK" ]; then PPO_SET=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
-else PPO_SET=(--set num_envs=2048 --set num_steps=64 --total-timesteps 2e7); fi
-"$PY" -m jaxrl_par.cli train ppo "${PPO_SET[@]}" --chunks 4 --no-progress --json \
-  2>&1 | tee "$DEST/ppo_train.log" || status=1
-tail -n 1 "$DEST/ppo_train.log" > "$DEST/ppo_train.json" || true
-
-# 3. Side by side with rejax when it is installed (benchmarks/ppo.py needs it).
-if "$PY" -c "import rejax" 2>/dev/null; then
-  "$PY" benchmarks/ppo.py --quick --out "$DEST/ppo.json" 2>&1 | tee "$DEST/ppo.log" || status=1
+if [ -n "$QUICK" ]; then
+  PPO_SETTINGS="CartPole-v1:4"; PPO_REP=2; BIG=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
+  CAPS=(60 60 120 120 120); RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --scan-length 8)
 else
-  echo "benchmarks/ppo.py skipped: rejax not installed" | tee "$DEST/ppo.log"
+  PPO_SETTINGS="CartPole-v1:4,CartPole-v1:4096,Breakout-MinAtar:256"; PPO_REP=3
+  BIG=(--set num_envs=2048 --set num_steps=64 --total-timesteps 2e7)
+  CAPS=(80 60 180 90 70); RCAP=(--capacities 1048576 --repeats 3)
 fi
-# 4. Ape-X's actors and learner at once (jaxrl_par.parallel.actor_learner): on one GPU
-#    the two halves share it; with --actor-device cpu the actors run on the host CPU.
-if [ -n "$QUICK" ]; then AL_SET=(--quick); else AL_SET=(--seeds 1,8 --repeats 3 --updates 20); fi
-"$PY" benchmarks/actor_learner.py "${AL_SET[@]}" --out "$DEST/actor_learner.json" \
-  2>&1 | tee "$DEST/actor_learner.log" || status=1
-"$PY" benchmarks/actor_learner.py "${AL_SET[@]}" --actor-device cpu \
-  --out "$DEST/actor_learner_cpu_actors.json" 2>&1 | tee "$DEST/actor_learner_cpu_actors.log" \
-  || status=1
-echo "results in $DEST (status $status)"
+for s in ${SECTIONS:-tests cli ppo dqn replay}; do
+  case "$s" in
+    tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
+             tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
+    cli)
+      section cli_default "${CAPS[1]}" "$PY" -m jaxrl_par train ppo --no-progress --json \
+        ${QUICK:+--total-timesteps 4096}
+      section cli_2048 "${CAPS[1]}" "$PY" -m jaxrl_par train ppo "${BIG[@]}" --chunks 4 \
+        --no-progress --json ;;
+    ppo) section ppo "${CAPS[2]}" "$PY" benchmarks/ppo.py --settings "$PPO_SETTINGS" \
+           --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
+    dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
+    replay) section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan "${RCAP[@]}" \
+              --out "$DEST/replay.json" ;;
+    scaling) section scaling 300 "$PY" benchmarks/scaling.py $QUICK \
+               --out "$DEST/scaling.json" ;;
+    actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
+                     ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
+                     --out "$DEST/actor_learner.json" ;;
+    *) say "unknown section $s"; status=1 ;;
+  esac
+done
+say ""; say "results in $DEST (status $status) $(date -u +%H:%M:%S)"
 exit $status
