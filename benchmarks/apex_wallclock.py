@@ -129,6 +129,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=400.0, help="wall-clock budget T")
     p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="train seeds first..first+seeds-1 (a second run adds new seeds)")
     p.add_argument("--games", default="Breakout-MinAtar,SpaceInvaders-MinAtar")
     p.add_argument("--algos", default="apex,dqn", help="from apex, dqn, dqn_per")
     p.add_argument("--repeats", type=int, default=3, help="calibration calls per algorithm")
@@ -143,7 +145,7 @@ def main():
         a.seconds, a.seeds, a.repeats, a.eval_envs, a.eval_steps = 20.0, 2, 1, 8, 300
     wanted = a.algos.split(",")
     results = {"date": datetime.date.today().isoformat(), "seconds": a.seconds,
-               "seeds": a.seeds, "jax": jax.__version__, "devices": str(jax.devices()),
+               "seeds": a.seeds, "first_seed": a.first_seed, "jax": jax.__version__, "devices": str(jax.devices()),
                "command": " ".join(sys.argv), "overrides": a.set, "games": {}}
     for game in a.games.split(","):
         cfgs = {k: v for k, v in configs(game, 10**6).items() if k in wanted}
@@ -160,7 +162,8 @@ def main():
             cfg = dataclasses.replace(cfg, total_timesteps=budget,
                                       learning_starts=min(cfg.learning_starts, budget // 4))
             algo = _module(cfg).make(cfg)
-            result = train(algo, list(range(a.seeds)), num_chunks=8, progress=False)
+            seeds = list(range(a.first_seed, a.first_seed + a.seeds))
+            result = train(algo, seeds, num_chunks=8, progress=False)
             ret, unfinished = evaluate(algo, result.state, a.eval_envs, a.eval_steps)
             ret_key = "episode_return_greedy" if isinstance(cfg, apex.Config) else "episode_return"
             tail = max(1, algo.num_updates // 10)

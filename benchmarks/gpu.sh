@@ -8,12 +8,14 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# Sections (default: tests cli ppo dqn replay):
+# Sections (default: tests cli ppo dqn replay; their caps sum to ~8 min, so with a
+# machine's start-up they fill most of a 15-minute device budget):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
-#   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax
+#   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
+#                alone first
 #   scaling      benchmarks/scaling.py (weak/strong/population)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
 #
@@ -81,12 +83,18 @@ section() {
 }
 
 if [ -n "$QUICK" ]; then
-  PPO_SETTINGS="CartPole-v1:4"; PPO_REP=2; BIG=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
-  CAPS=(60 60 120 120 120); RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --scan-length 8)
+  PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4}"; PPO_REP=2; BIG=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
+  CAPS=(60 60 120 120 120)
+  RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --calls 3 --scan-length 8)
 else
-  PPO_SETTINGS="CartPole-v1:4,CartPole-v1:4096,Breakout-MinAtar:256"; PPO_REP=3
+  # On the H200 (2026-12-04) each PPO setting took ~60-100 s with one compile round.
+  PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096,Breakout-MinAtar:256}"; PPO_REP=3
   BIG=(--set num_envs=2048 --set num_steps=64 --total-timesteps 2e7)
-  CAPS=(80 60 180 90 70); RCAP=(--capacities 1048576 --repeats 3)
+  # The replay section at scan length 64 and 15 calls printed no row within 150 s there
+  # (cause not known; each op's two builds may be what is slow): now the adds come first,
+  # alone, with fewer calls.
+  CAPS=(60 45 200 45 100)
+  RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
 for s in ${SECTIONS:-tests cli ppo dqn replay}; do
   case "$s" in
@@ -100,8 +108,11 @@ for s in ${SECTIONS:-tests cli ppo dqn replay}; do
     ppo) section ppo "${CAPS[2]}" "$PY" benchmarks/ppo.py --settings "$PPO_SETTINGS" \
            --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
-    replay) section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan "${RCAP[@]}" \
-              --out "$DEST/replay.json" ;;
+    replay)
+      section replay_add 60 "$PY" benchmarks/replay.py --in-scan --add-only "${RCAP[@]}" \
+        --out "$DEST/replay_add.json"
+      section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan "${RCAP[@]}" \
+        --out "$DEST/replay.json" ;;
     scaling) section scaling 300 "$PY" benchmarks/scaling.py $QUICK \
                --out "$DEST/scaling.json" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
