@@ -8,9 +8,11 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# Sections (default: tests cli ppo dqn replay; their caps sum to ~8 min, so with a
+# Sections (default: tests ab ppo dqn replay; their caps sum to ~9 min, so with a
 # machine's start-up they fill most of a 15-minute device budget):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
+#   ab           benchmarks/ppo_ab.py: GAE as a scan (A) against the associative scan (B),
+#                in one process, at 4 and 4096 envs (decides returns.gae_advantages' "auto")
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
@@ -86,9 +88,11 @@ if [ -n "$QUICK" ]; then
   PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4}"; PPO_REP=2; BIG=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
   CAPS=(60 60 120 120 120)
   RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --calls 3 --scan-length 8)
+  AB_SETTINGS="CartPole-v1:4"; AB_ROUNDS=3
 else
+  AB_SETTINGS="CartPole-v1:4,CartPole-v1:4096"; AB_ROUNDS=7
   # On the H200 (2026-12-04) each PPO setting took ~60-100 s with one compile round.
-  PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096,Breakout-MinAtar:256}"; PPO_REP=3
+  PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096}"; PPO_REP=3
   BIG=(--set num_envs=2048 --set num_steps=64 --total-timesteps 2e7)
   # The replay section at scan length 64 and 15 calls printed no row within 150 s there
   # (cause not known; each op's two builds may be what is slow): now the adds come first,
@@ -96,7 +100,7 @@ else
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
-for s in ${SECTIONS:-tests cli ppo dqn replay}; do
+for s in ${SECTIONS:-tests ab ppo dqn replay}; do
   case "$s" in
     tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
              tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
@@ -105,6 +109,8 @@ for s in ${SECTIONS:-tests cli ppo dqn replay}; do
         ${QUICK:+--total-timesteps 4096}
       section cli_2048 "${CAPS[1]}" "$PY" -m jaxrl_par train ppo "${BIG[@]}" --chunks 4 \
         --no-progress --json ;;
+    ab) section ab 90 "$PY" benchmarks/ppo_ab.py --settings "$AB_SETTINGS" --rounds "$AB_ROUNDS" \
+          --a gae_method=scan --b gae_method=associative --out "$DEST/ppo_ab_gae.json" ;;
     ppo) section ppo "${CAPS[2]}" "$PY" benchmarks/ppo.py --settings "$PPO_SETTINGS" \
            --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;

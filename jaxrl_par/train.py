@@ -334,7 +334,7 @@ def train(
     relayout = None
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
         saved_meta = checkpoint.read_meta(ckpt_path)
-        _check_resumable(ckpt_path, saved_meta, seed_list, record)
+        _check_resumable(ckpt_path, saved_meta, seed_list, record, _config_defaults(algo))
         if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
@@ -487,9 +487,24 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
     return runs.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
 
 
-def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict) -> None:
+def _config_defaults(algo: Algorithm) -> dict:
+    """The defaults of the config class's fields, as JSON values like ``_config_record``'s."""
+    cfg = algo.config
+    if not dataclasses.is_dataclass(cfg):
+        return {}
+    fields = {f.name: f.default for f in dataclasses.fields(cfg)
+              if f.default is not dataclasses.MISSING}
+    return json.loads(json.dumps(_jsonable(fields)))
+
+
+def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
+                     defaults: dict | None = None) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared)."""
+    these seeds and config (checkpoints without a config record are not compared). A field
+    that the saved record lacks (one added to the config class since) counts as unchanged
+    while this run leaves it at its default ``defaults[field]``."""
+    defaults = defaults or {}
+    missing = object()
     if meta.get("seeds") != seeds:
         raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
                          "resume with the same seeds, or give a new log dir")
@@ -498,7 +513,8 @@ def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict) -> N
         return
     changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
                for k in sorted(set(saved) | set(record))
-               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)]
+               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
+               and not (k not in saved and record.get(k) == defaults.get(k, missing))]
     if changed:
         raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
                          "resume with the run's settings (config.json beside it), or give a "

@@ -96,6 +96,21 @@ def test_config_errors_name_the_numbers():
         ppo.Config(env="CartPol-v1")
     with pytest.raises(ValueError, match="activation"):
         ppo.Config(activation="sigmoidd")
+    with pytest.raises(ValueError, match=r"gae_method='assoc'; choose from"):
+        ppo.Config(gae_method="assoc")
+
+
+def test_gae_methods_give_the_same_update():
+    """One PPO update with GAE as a scan and as an associative scan: the same parameters
+    to float rounding (the advantages differ only in summation order)."""
+    out = {}
+    for method in ("scan", "associative"):
+        algo = ppo.make(ppo.Config(num_envs=8, num_steps=32, num_minibatches=2,
+                                   total_timesteps=8 * 32 * 4, gae_method=method))
+        state, _ = jax.jit(algo.update)(algo.init(jax.random.key(0)))
+        out[method] = state.params
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+                 out["scan"], out["associative"])
 
 
 def test_obs_normalisation_tracks_statistics():

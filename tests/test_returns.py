@@ -1,7 +1,8 @@
 import jax
 import numpy as np
+import pytest
 
-from jaxrl_par.returns import gae_advantages
+from jaxrl_par.returns import GAE_METHODS, gae_advantages
 
 
 def gae_reference(r, v, boot, term, done, gamma, lam):
@@ -16,15 +17,15 @@ def gae_reference(r, v, boot, term, done, gamma, lam):
     return adv, adv + v
 
 
-def test_gae_matches_python_loop_on_random_data():
+@pytest.mark.parametrize("method", GAE_METHODS)
+def test_gae_matches_python_loop_on_random_data(method):
     rng = np.random.default_rng(0)
-    for _ in range(5):
-        T = int(rng.integers(1, 40))
+    for T in [1, 2, 3, 8, 37, 128]:
         r, v, boot = (rng.normal(size=T).astype(np.float32) for _ in range(3))
         term = rng.random(T) < 0.15
         trunc = (rng.random(T) < 0.15) & ~term
         done = term | trunc
-        adv, ret = gae_advantages(r, v, boot, term, done, 0.97, 0.9)
+        adv, ret = gae_advantages(r, v, boot, term, done, 0.97, 0.9, method=method)
         ref_adv, ref_ret = gae_reference(r, v, boot, term, done, 0.97, 0.9)
         np.testing.assert_allclose(adv, ref_adv, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ret, ref_ret, rtol=1e-5, atol=1e-5)
@@ -46,13 +47,47 @@ def test_gae_hand_computed():
     np.testing.assert_allclose(adv, [1.5 - 0.5, -1.0])
 
 
-def test_gae_vmaps_over_envs():
+@pytest.mark.parametrize("method", GAE_METHODS)
+def test_gae_vmaps_over_envs(method):
     rng = np.random.default_rng(1)
     T, N = 7, 3
     r, v, boot = (rng.normal(size=(T, N)).astype(np.float32) for _ in range(3))
     term = rng.random((T, N)) < 0.2
-    f = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
-    adv, _ = f(r, v, boot, term, term, 0.9, 0.8)
+    f = jax.vmap(lambda *a: gae_advantages(*a, method=method),
+                 in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+    adv, _ = jax.jit(f, static_argnums=(5, 6))(r, v, boot, term, term, 0.9, 0.8)
     for n in range(N):
         ref, _ = gae_reference(r[:, n], v[:, n], boot[:, n], term[:, n], term[:, n], 0.9, 0.8)
         np.testing.assert_allclose(adv[:, n], ref, rtol=1e-5, atol=1e-5)
+
+
+def _gae_jaxpr(method, platform=None):
+    args = [np.zeros(128, np.float32)] * 3 + [np.zeros(128, bool)] * 2
+    fn = jax.jit(lambda *a: gae_advantages(*a, 0.99, 0.95, method=method))
+    return fn.trace(*args).lower(lowering_platforms=(platform,) if platform else None).as_text()
+
+
+def test_associative_gae_has_no_sequential_loop_and_auto_takes_it_off_cpu():
+    """The associative form runs no T-step loop; "auto" lowers to the scan's loop for CPU
+    and to the loop-free form for GPU (lowered only: no GPU is needed)."""
+    assert "while" in _gae_jaxpr("scan", "cpu")
+    assert "while" not in _gae_jaxpr("associative", "cpu")
+    assert "while" in _gae_jaxpr("auto", "cpu")
+    assert "while" not in _gae_jaxpr("auto", "cuda")
+
+
+def test_auto_gae_on_cpu_is_the_scan_bit_for_bit():
+    rng = np.random.default_rng(2)
+    r, v, boot = (rng.normal(size=128).astype(np.float32) for _ in range(3))
+    term = rng.random(128) < 0.1
+    done = term | (rng.random(128) < 0.1)
+    auto, _ = gae_advantages(r, v, boot, term, done, 0.99, 0.95, method="auto")
+    scan, _ = gae_advantages(r, v, boot, term, done, 0.99, 0.95, method="scan")
+    np.testing.assert_array_equal(auto, scan)
+
+
+def test_unknown_gae_method_is_an_error():
+    with pytest.raises(ValueError, match=r"method='assoc'; choose from \('auto', 'scan', "
+                                         r"'associative'\)"):
+        gae_advantages(np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3, bool),
+                       np.zeros(3, bool), 0.9, 0.9, method="assoc")

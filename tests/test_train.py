@@ -236,6 +236,25 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
 
 
+def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
+    """A checkpoint written before a config field existed resumes while the run leaves
+    that field at its default; set to anything else, the field counts as changed."""
+    algo = ppo.make(ppo.Config(total_timesteps=4 * 128 * 2))
+    record = train_mod._config_record(algo)
+    defaults = train_mod._config_defaults(algo)
+    assert record["gae_method"] == defaults["gae_method"] == "auto"
+    old = {k: v for k, v in record.items() if k != "gae_method"}  # written before the field
+    meta = {"seeds": [0], "config": old}
+    train_mod._check_resumable("ckpt", meta, [0], record, defaults)
+    other = train_mod._config_record(
+        ppo.make(ppo.Config(total_timesteps=4 * 128 * 2, gae_method="scan")))
+    with pytest.raises(ValueError, match=r"gae_method=None there, 'scan' now"):
+        train_mod._check_resumable("ckpt", meta, [0], other, defaults)
+    with pytest.raises(ValueError, match=r"gae_method='auto' there, 'scan' now"):
+        train_mod._check_resumable("ckpt", {"seeds": [0], "config": record}, [0], other,
+                                   defaults)
+
+
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
     algo = toy_algo.make(TOY)
     result = train(algo, [0, 1], num_chunks=4, progress=True)

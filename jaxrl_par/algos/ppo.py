@@ -16,6 +16,7 @@ metrics are averaged over that axis, and training on N devices equals training o
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -36,7 +37,7 @@ from jaxrl_par.networks import (
     make_policy,
 )
 from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
-from jaxrl_par.returns import gae_advantages
+from jaxrl_par.returns import GAE_METHODS, gae_advantages
 
 ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
 # What `loss_fn` reports; `update` returns their means over the update's minibatch steps.
@@ -68,6 +69,9 @@ class Config:
     activation: str = "tanh"
     shared_torso: bool = False
     torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
+    # GAE's backward recursion: "scan", "associative", or "auto" (the scan on CPU, the
+    # associative form on GPU/TPU; see returns.gae_advantages).
+    gae_method: str = "auto"
     axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
 
     def __post_init__(self):
@@ -84,6 +88,8 @@ class Config:
             )
         if self.torso not in TORSOS:
             raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
+        if self.gae_method not in GAE_METHODS:
+            raise ValueError(f"gae_method={self.gae_method!r}; choose from {GAE_METHODS}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         if self.num_updates < 1:
@@ -291,7 +297,8 @@ def make(config: Config) -> Algorithm:
 
         value = critic(obs)
         bootstrap = critic(prepare(state.obs_stats, ts.final_obs))
-        gae = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+        gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
+                       in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
         advantage, target = gae(ts.reward, value, bootstrap,
                                 ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
         batch = Batch(obs, action, extras.log_prob, value, advantage, target)
