@@ -147,6 +147,8 @@ def main():
     results = {"date": datetime.date.today().isoformat(), "seconds": a.seconds,
                "seeds": a.seeds, "first_seed": a.first_seed, "jax": jax.__version__, "devices": str(jax.devices()),
                "command": " ".join(sys.argv), "overrides": a.set, "games": {}}
+    out_path = a.out or os.path.join(
+        HERE, "results", "apex_wallclock_quick.json" if a.quick else "apex_wallclock.json")
     for game in a.games.split(","):
         cfgs = {k: v for k, v in configs(game, 10**6).items() if k in wanted}
         for item in a.set:
@@ -191,13 +193,17 @@ def main():
             res["apex_vs_dqn"] = welch(res["apex"]["eval_returns"], res["dqn"]["eval_returns"])
             print(game, "Ape-X vs DQN (Welch):", res["apex_vs_dqn"], flush=True)
         results["games"][game] = res
+        write(out_path, results)  # after every game: a long run keeps what finished
     results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    out_path = a.out or os.path.join(
-        HERE, "results", "apex_wallclock_quick.json" if a.quick else "apex_wallclock.json")
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    with open(out_path, "w") as f:
-        json.dump(results, f, indent=1)
+    write(out_path, results)
     print("wrote", out_path)
+
+
+def write(path: str, results: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
