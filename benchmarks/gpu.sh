@@ -8,16 +8,17 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# Sections (default: tests ab ppo dqn replay; their caps sum to ~9 min, so with a
-# machine's start-up they fill most of a 15-minute device budget):
+# Sections (default: tests ab kernels ppo dqn; their caps sum to ~8 min, so with a machine's
+# start-up they fill most of a 15-minute device budget, and one command may run 10 min):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
 #   ab           benchmarks/ppo_ab.py: GAE as a scan (A) against the associative scan (B),
 #                in one process, at 4 and 4096 envs (decides returns.gae_advantages' "auto")
+#   kernels      benchmarks/kernel_counts.py: kernel launches per PPO update, ours and rejax
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
-#                alone first
+#                alone first (not in the default: on the H200 it printed nothing in 150 s)
 #   scaling      benchmarks/scaling.py (weak/strong/population)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
 #
@@ -86,7 +87,7 @@ section() {
 
 if [ -n "$QUICK" ]; then
   PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4}"; PPO_REP=2; BIG=(--set num_envs=8 --set num_steps=16 --total-timesteps 2048)
-  CAPS=(60 60 120 120 120)
+  CAPS=(120 60 120 120 120)
   RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --calls 3 --scan-length 8)
   AB_SETTINGS="CartPole-v1:4"; AB_ROUNDS=3
 else
@@ -100,7 +101,7 @@ else
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
-for s in ${SECTIONS:-tests ab ppo dqn replay}; do
+for s in ${SECTIONS:-tests ab kernels ppo dqn}; do
   case "$s" in
     tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
              tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
@@ -111,6 +112,8 @@ for s in ${SECTIONS:-tests ab ppo dqn replay}; do
         --no-progress --json ;;
     ab) section ab 90 "$PY" benchmarks/ppo_ab.py --settings "$AB_SETTINGS" --rounds "$AB_ROUNDS" \
           --a gae_method=scan --b gae_method=associative --out "$DEST/ppo_ab_gae.json" ;;
+    kernels) section kernels 60 "$PY" benchmarks/kernel_counts.py --settings "$AB_SETTINGS" \
+               --out "$DEST/kernel_counts.json" ;;
     ppo) section ppo "${CAPS[2]}" "$PY" benchmarks/ppo.py --settings "$PPO_SETTINGS" \
            --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
