@@ -118,9 +118,9 @@ for s in ${SECTIONS:-tests ab kernels ppo dqn}; do
            --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
     replay)
-      section replay_add 60 "$PY" benchmarks/replay.py --in-scan --add-only "${RCAP[@]}" \
+      section replay_add 60 "$PY" benchmarks/replay.py --in-scan --add-only --progress "${RCAP[@]}" \
         --out "$DEST/replay_add.json"
-      section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan "${RCAP[@]}" \
+      section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan --progress "${RCAP[@]}" \
         --out "$DEST/replay.json" ;;
     scaling) section scaling 300 "$PY" benchmarks/scaling.py $QUICK \
                --out "$DEST/scaling.json" ;;

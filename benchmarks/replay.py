@@ -188,10 +188,13 @@ def bench_case(kind, capacity, args, fbx):
 
     # ---- timing: interleaved, median of repeats ----------------------------------------
     samples = {(name, who): [] for name, pair in ops for who, _ in pair}
-    for _ in range(args.repeats):
+    for r in range(args.repeats):
         for name, pair in ops:
             for who, op in pair:
                 samples[(name, who)].append(op.time(args.calls))
+                if PROGRESS and r == 0:
+                    print(f"  timed {name} {who}: {samples[(name, who)][-1] * 1e6:.1f} us",
+                          flush=True)
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
         fb_s = statistics.median(samples[(name, "flashbax")])
@@ -223,6 +226,9 @@ def bench_case(kind, capacity, args, fbx):
 # How DQN / Ape-X use replay: many ops inside one jitted `lax.scan`, no per-call dispatch.
 
 
+PROGRESS = False  # --progress: say each build's seconds and each first timing as it happens
+
+
 class ScanOp:
     """`L` iterations of `step` in one jitted `lax.scan`; the carry is donated and threaded.
 
@@ -241,6 +247,9 @@ class ScanOp:
         self.carry, self.xs, self.consts = carry, xs, consts
         self.length = jax.tree.leaves(xs)[0].shape[0]
         self.compiled, self.compile_s = compile_(run, carry, xs, *consts, donate=(0,))
+        if PROGRESS:
+            print(f"  built {getattr(step, '__qualname__', step)} (L={self.length}) in "
+                  f"{self.compile_s:.1f} s", flush=True)
 
     def time(self, calls: int) -> float:
         """Median over `calls` of (one call's wall time) / L."""
@@ -428,10 +437,13 @@ def time_scan_ops(ops, kind, capacity, args):
                 tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{who}"
                 (d / f"{tag}.hlo.txt").write_text(op.hlo())
     samples = {(name, who): [] for name, pair in ops for who, _ in pair}
-    for _ in range(args.repeats):
+    for r in range(args.repeats):
         for name, pair in ops:
             for who, op in pair:
                 samples[(name, who)].append(op.time(args.calls))
+                if PROGRESS and r == 0:
+                    print(f"  timed {name} {who}: {samples[(name, who)][-1] * 1e6:.1f} us",
+                          flush=True)
     rows = []
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
@@ -467,7 +479,11 @@ def main():
                         help="with --in-scan: the add rows alone (no full buffers built)")
     parser.add_argument("--dump-hlo", default=None,
                         help="with --in-scan: write each compiled program's HLO here")
+    parser.add_argument("--progress", action="store_true",
+                        help="with --in-scan: print each build and first timing as it happens")
     args = parser.parse_args()
+    global PROGRESS
+    PROGRESS = args.progress
     if args.out is None:
         args.out = f"benchmarks/results/replay{'_in_scan' if args.in_scan else ''}.json"
     import flashbax as fbx  # bench extra; imported here so the module imports without it
