@@ -8,13 +8,14 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# Sections (default: tests ab kernels ppo dqn; their caps sum to ~8 min, so with a machine's
+# Sections (default: tests ab kernels ppo dqn apex; their caps sum to ~9 min, so with a machine's
 # start-up they fill most of a 15-minute device budget, and one command may run 10 min):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
 #   ab           benchmarks/ppo_ab.py: GAE as a scan (A) against the associative scan (B),
 #                in one process, at 4 and 4096 envs (decides returns.gae_advantages' "auto")
 #   kernels      benchmarks/kernel_counts.py: kernel launches per PPO update, ours and rejax
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
+#   apex         `jaxrl-par train apex` (CartPole defaults): prioritized replay end to end
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
@@ -101,7 +102,7 @@ else
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
-for s in ${SECTIONS:-tests ab kernels ppo dqn}; do
+for s in ${SECTIONS:-tests ab kernels ppo dqn apex}; do
   case "$s" in
     tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
              tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
@@ -114,6 +115,8 @@ for s in ${SECTIONS:-tests ab kernels ppo dqn}; do
           --a gae_method=scan --b gae_method=associative --out "$DEST/ppo_ab_gae.json" ;;
     kernels) section kernels 60 "$PY" benchmarks/kernel_counts.py --settings "$AB_SETTINGS" \
                --out "$DEST/kernel_counts.json" ;;
+    apex) section apex 60 "$PY" -m jaxrl_par train apex --no-progress --json \
+            ${QUICK:+--total-timesteps 4096} ;;
     ppo) section ppo "${CAPS[2]}" "$PY" benchmarks/ppo.py --settings "$PPO_SETTINGS" \
            --repeats "$PPO_REP" --compile-rounds 1 --out "$DEST/ppo.json" ;;
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
