@@ -95,7 +95,7 @@ else
   AB_SETTINGS="CartPole-v1:4,CartPole-v1:4096"; AB_ROUNDS=7
   # On the H200 (2026-12-04) each PPO setting took ~60-100 s with one compile round.
   PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096}"; PPO_REP=3
-  BIG=(--set num_envs=2048 --set num_steps=64 --total-timesteps 2e7)
+  BIG=(--set num_envs=2048 --set num_steps=64 --set num_minibatches=32 --total-timesteps 1e7)
   # The replay section at scan length 64 and 15 calls printed no row within 150 s there
   # (cause not known; each op's two builds may be what is slow): now the adds come first,
   # alone, with fewer calls.
