@@ -8,6 +8,10 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
+# From a session with the device tool: `--prepare` here, then one
+# run(command="bash benchmarks/gpu.sh", carry=[".whl"], timeout_s=590); the default
+# sections end within ~9 minutes (2026-12-04: the machine started in ~30 s).
+#
 # Sections (default: tests ab kernels ppo dqn apex; their caps sum to ~9 min, so with a machine's
 # start-up they fill most of a 15-minute device budget, and one command may run 10 min):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
