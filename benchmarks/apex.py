@@ -66,10 +66,13 @@ def configs(env, steps):
     # Ape-X learns at 1e-3: at equal wall clock on MinAtar it beat 2.5e-4 (Breakout, 4
     # seeds: 24.9 against 10.8-22.5 in earlier runs), while DQN at 1e-3 did no better
     # than at 2.5e-4 (BENCHMARKS.md, 2026-12-04).
+    # 8 learner steps per 256 env steps (2 sampled transitions per env step): at 600 s,
+    # seeds 16-23, Breakout 22.5 and SpaceInvaders 100.8 against 4 steps' 20.9 (seeds
+    # 0-15) and 94.3 (seeds 0-7) (BENCHMARKS.md, 2026-12-04, the day's fourth session).
     apex_kw = dict(common, learning_rate=1e-3)
     return {
         "apex": apex.Config(**apex_kw, num_actors=32, num_steps=8,
-                            learner_steps_per_iteration=4, target_period=250,
+                            learner_steps_per_iteration=8, target_period=250,
                             actor_sync_period=16),
         "dqn": dqn.Config(**dqn_kw),
         "dqn_per": dqn.Config(**dqn_kw, prioritized=True),
