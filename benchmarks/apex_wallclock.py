@@ -145,7 +145,8 @@ def main():
         a.seconds, a.seeds, a.repeats, a.eval_envs, a.eval_steps = 20.0, 2, 1, 8, 300
     wanted = a.algos.split(",")
     results = {"date": datetime.date.today().isoformat(), "seconds": a.seconds,
-               "seeds": a.seeds, "first_seed": a.first_seed, "jax": jax.__version__, "devices": str(jax.devices()),
+               "seeds": a.seeds, "first_seed": a.first_seed, "jax": jax.__version__,
+               "devices": str(jax.devices()),
                "command": " ".join(sys.argv), "overrides": a.set, "games": {}}
     out_path = a.out or os.path.join(
         HERE, "results", "apex_wallclock_quick.json" if a.quick else "apex_wallclock.json")

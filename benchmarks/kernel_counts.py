@@ -122,17 +122,8 @@ def main() -> None:
         env_id, n = item.rsplit(":", 1)
         row = {"env": env_id, "num_envs": int(n)}
         for who in ("ours", "rejax"):
-            fn, state, algo = bench.build(who, env_id, int(n), 1)
-            if who == "ours" and args.set:
-                from jaxrl_par.algos import ppo
-                from jaxrl_par.algos.config import apply_overrides
-                cfg = apply_overrides(algo.config, args.set)
-                algo = ppo.make(cfg)
-                state = algo.init(jax.random.key(0))
-
-                def fn(s, algo=algo):
-                    return jax.lax.scan(lambda c, _: algo.update(c), s, None, length=1)
-
+            fn, state, _ = bench.build(who, env_id, int(n), 1,
+                                       args.set if who == "ours" else ())
             compiled, _ = compile_timed(fn, state, ours=who == "ours")
             row[who] = count(compiled.as_text())
         rows.append(row)

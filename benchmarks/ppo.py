@@ -38,6 +38,7 @@ from common import FiveValueStep, compile_timed, interleaved, machine, write_jso
 
 from jaxrl_par import envs  # noqa: E402
 from jaxrl_par.algos import ppo  # noqa: E402
+from jaxrl_par.algos.config import apply_overrides
 
 HP = dict(num_steps=128, update_epochs=4, num_minibatches=4, learning_rate=2.5e-4, gamma=0.99,
           gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5)
@@ -65,12 +66,13 @@ def ours_config(env_id: str, num_envs: int, total_timesteps: int) -> ppo.Config:
                       torso="mlp", hidden_sizes=(64, 64), activation="tanh", **HP)
 
 
-def build(who: str, env_id: str, num_envs: int, updates: int):
+def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
     """``(fn, state, algo)``: ``updates`` PPO updates of ``who`` ("ours" or "rejax") in one
-    scan, ``fn(state) -> (state, _)``, and the initial state."""
+    scan, ``fn(state) -> (state, _)``, and the initial state. ``overrides``
+    (``["field=value", ...]``) change our Config."""
     steps = num_envs * HP["num_steps"] * updates
     if who == "ours":
-        algo = ppo.make(ours_config(env_id, num_envs, steps))
+        algo = ppo.make(apply_overrides(ours_config(env_id, num_envs, steps), list(overrides)))
         return (lambda s: jax.lax.scan(lambda c, _: algo.update(c), s, None, length=updates),
                 algo.init(jax.random.key(0)), algo)
     algo = make_rejax(env_id, num_envs, steps)

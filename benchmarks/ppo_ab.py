@@ -28,20 +28,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ppo as bench  # benchmarks/ppo.py
 from common import compile_timed, machine, time_call, write_json
 
-from jaxrl_par.algos import ppo
-from jaxrl_par.algos.config import apply_overrides
-
 
 def build(env_id: str, num_envs: int, updates: int, overrides: list[str]):
     """``(compiled, state, compile_seconds)``: ``updates`` PPO updates in one scan."""
-    steps = num_envs * bench.HP["num_steps"] * updates
-    cfg = apply_overrides(bench.ours_config(env_id, num_envs, steps), overrides)
-    algo = ppo.make(cfg)
-    state = algo.init(jax.random.key(0))
-
-    def fn(s):
-        return jax.lax.scan(lambda c, _: algo.update(c), s, None, length=updates)
-
+    fn, state, _ = bench.build("ours", env_id, num_envs, updates, overrides)
     compiled, seconds = compile_timed(fn, state, ours=True)
     return compiled, state, seconds
 

@@ -123,6 +123,23 @@ def full_buffers(ours_p, ours_u, example, capacity, fbx):
             fill(fbu_fill.add, fbu_fill.init(example), example, capacity))
 
 
+PROGRESS = False  # --progress: say each build's seconds and each first timing as it happens
+
+
+def interleaved_times(ops, repeats: int, calls: int) -> dict:
+    """``{(name, who): [seconds per repeat]}`` for ``[(name, [(who, op), ...])]``: each
+    repeat times every op of both libraries in turn (``op.time(calls)``)."""
+    samples = {(name, who): [] for name, pair in ops for who, _ in pair}
+    for r in range(repeats):
+        for name, pair in ops:
+            for who, op in pair:
+                samples[(name, who)].append(op.time(calls))
+                if PROGRESS and r == 0:
+                    print(f"  timed {name} {who}: {samples[(name, who)][-1] * 1e6:.1f} us",
+                          flush=True)
+    return samples
+
+
 def bench_case(kind, capacity, args, fbx):
     example = transition(kind)
     ours_p = replay.prioritized(capacity=capacity, alpha=0.6)
@@ -187,14 +204,7 @@ def bench_case(kind, capacity, args, fbx):
         ]))
 
     # ---- timing: interleaved, median of repeats ----------------------------------------
-    samples = {(name, who): [] for name, pair in ops for who, _ in pair}
-    for r in range(args.repeats):
-        for name, pair in ops:
-            for who, op in pair:
-                samples[(name, who)].append(op.time(args.calls))
-                if PROGRESS and r == 0:
-                    print(f"  timed {name} {who}: {samples[(name, who)][-1] * 1e6:.1f} us",
-                          flush=True)
+    samples = interleaved_times(ops, args.repeats, args.calls)
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
         fb_s = statistics.median(samples[(name, "flashbax")])
@@ -226,7 +236,6 @@ def bench_case(kind, capacity, args, fbx):
 # How DQN / Ape-X use replay: many ops inside one jitted `lax.scan`, no per-call dispatch.
 
 
-PROGRESS = False  # --progress: say each build's seconds and each first timing as it happens
 
 
 class ScanOp:
@@ -436,14 +445,7 @@ def time_scan_ops(ops, kind, capacity, args):
             for who, op in pair:
                 tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{who}"
                 (d / f"{tag}.hlo.txt").write_text(op.hlo())
-    samples = {(name, who): [] for name, pair in ops for who, _ in pair}
-    for r in range(args.repeats):
-        for name, pair in ops:
-            for who, op in pair:
-                samples[(name, who)].append(op.time(args.calls))
-                if PROGRESS and r == 0:
-                    print(f"  timed {name} {who}: {samples[(name, who)][-1] * 1e6:.1f} us",
-                          flush=True)
+    samples = interleaved_times(ops, args.repeats, args.calls)
     rows = []
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
