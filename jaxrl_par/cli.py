@@ -57,7 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
-    ev.add_argument("log_dir", help="the run's --log-dir (holds checkpoint.npz)")
+    ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoint.npz)")
+    ev.add_argument("--log-dir", dest="log_dir_option", metavar="LOG_DIR",
+                    help="the same, as train spells it")
     ev.add_argument("--eval-envs", type=int, default=8, metavar="N",
                     help="one greedy episode in each of N envs per seed (default 8)")
     ev.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
@@ -216,6 +218,12 @@ def cmd_eval(args) -> int:
 
     if args.eval_envs < 1:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1")
+    if args.log_dir and args.log_dir_option and args.log_dir != args.log_dir_option:
+        raise ValueError(f"two log dirs given ({args.log_dir} and --log-dir "
+                         f"{args.log_dir_option}): give one")
+    args.log_dir = args.log_dir or args.log_dir_option
+    if not args.log_dir:
+        raise ValueError("no log dir: give the run's --log-dir, e.g. jaxrl-par eval runs/ppo")
     if not args.no_compile_cache:
         _use_compile_cache()
     run = load_run(args.log_dir)

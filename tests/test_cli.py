@@ -134,6 +134,9 @@ def test_cli_list(capsys):
     (["train", "ppo", "--eval-envs", "-1"], "--eval-envs=-1: give a number of envs >= 1"),
     (["train", "ppo", "--seeds", "0"], "--seeds=0: give the number of seeds to train, >= 1"),
     (["train", "ppo", "--chunks", "0"], "--chunks=0: give the number of host round-trips"),
+    (["eval", "--log-dir", "nowhere"], "nowhere/checkpoint.npz does not exist"),  # train's spelling
+    (["eval"], "no log dir: give the run's --log-dir"),
+    (["eval", "a", "--log-dir", "b"], "two log dirs given (a and --log-dir b)"),
 ])
 def test_cli_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2
