@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, interrupt, lru, memory, rng
+from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -230,6 +231,20 @@ def _check_log_dir(log_dir: str | None, resume: bool) -> None:
                          "(or delete this one) to start anew")
 
 
+def _one_run_per_log_dir(train_fn):
+    """``train_fn`` run while its process holds the ``log_dir`` it writes
+    (:class:`jaxrl_par.lockfile.LogDirLock`): a second run on the same log dir fails at
+    once instead of interleaving its logs and checkpoints with the first's."""
+    @functools.wraps(train_fn)
+    def locked(*args, **kwargs):
+        log_dir = kwargs.get("log_dir")  # keyword-only in train
+        with lockfile.LogDirLock(log_dir if jax.process_index() == 0 else None):
+            return train_fn(*args, **kwargs)
+
+    return locked
+
+
+@_one_run_per_log_dir
 def train(
     algo: Algorithm,
     seeds: int | Sequence[int] | jax.Array = 0,
@@ -253,7 +268,8 @@ def train(
       seeds: an int, a list of ints, or ``[S]`` PRNG keys; seeds are vmapped.
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
-        and ``checkpoint.npz`` (after every chunk).
+        and ``checkpoint.npz`` (after every chunk). One run at a time: a log dir that
+        another process is training in is an error (:mod:`jaxrl_par.lockfile`).
       resume: continue from ``log_dir``'s checkpoint if there is one (needs ``log_dir``).
         Without it, a ``log_dir`` that already holds a run is an error: a fresh run
         never overwrites another's logs and checkpoint.

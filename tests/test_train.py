@@ -2,6 +2,8 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -11,6 +13,7 @@ import toy_algo
 from jaxrl_par import lru, memory
 from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
+from jaxrl_par.lockfile import LogDirLock
 from jaxrl_par.train import choose_chunk, make_chunk_fn, train
 
 # The runner's mechanics are tested on `toy_algo` (compiles in ~1 s); PPO, whose per-env
@@ -223,6 +226,13 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     assert open(os.path.join(log, "metrics.jsonl")).read() == logged
     with pytest.raises(ValueError, match=r"resume=True needs the log_dir"):
         train(toy_algo.make(TOY), [0, 1], resume=True, progress=False)
+    # A log dir that another run holds (here this process, through a second open file:
+    # flock locks conflict across those as across processes): refused, naming the holder.
+    with LogDirLock(log), pytest.raises(
+            ValueError, match=rf"log dir {log} is in use by another run \(pid {os.getpid()} on "):
+        train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
+    with open(os.path.join(log, "metrics.jsonl")) as f:
+        assert f.read() == logged
     # A checkpoint from another device layout: only jaxrl_par.algos' algorithms (whose
     # one-device layout is known) can change layout; the toy cannot.
     path = os.path.join(log, "checkpoint.npz")
@@ -234,6 +244,34 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
                                          r"is on one device \(no mesh\), and only"):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
+
+
+def test_a_log_dir_held_by_another_process_is_refused_until_it_exits(tmp_path):
+    """Another process holding the log dir's lock (written as `LogDirLock` writes it)
+    makes a run there fail at once, naming the holder; once that process is gone, its
+    lock is too (the kernel drops it), and the log dir can be taken."""
+    log = tmp_path / "run"
+    log.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         ("import fcntl, os, time\n"
+          f"fd = os.open({str(log / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+          "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+          "os.write(fd, b'pid 12345 on elsewhere, since then')\n"
+          "print('held', flush=True)\n"
+          "time.sleep(60)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match=r"in use by another run \(pid 12345 on elsewhere, "
+                                             r"since then\); wait for it"):
+            train(toy_algo.make(TOY), [0], log_dir=str(log), progress=False)
+        assert sorted(os.listdir(log)) == [".lock"]  # nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+    with LogDirLock(str(log)):
+        assert (log / ".lock").read_text().startswith(f"pid {os.getpid()} on ")
 
 
 def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
