@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -186,6 +187,7 @@ def cmd_train(args) -> int:
     }
     if result.interrupted:
         summary["interrupted"] = True
+        summary["stop_signal"] = signal.Signals(result.stop_signal or signal.SIGINT).name
     greedy = ""
     if args.eval_envs:
         from jaxrl_par.evaluate import greedy_returns
@@ -208,7 +210,7 @@ def cmd_train(args) -> int:
               + ("the same command with --resume continues from the checkpoint"
                  if args.log_dir else "give --log-dir to be able to resume a run"),
               file=sys.stderr)
-        return 130  # the shell's code for a run stopped by SIGINT
+        return 128 + (result.stop_signal or signal.SIGINT)  # a shell's code: 130 SIGINT, 143 SIGTERM
     return 0
 
 

@@ -1,10 +1,14 @@
-"""Ctrl-C during a long run: finish the work in flight, keep it, then stop.
+"""Ctrl-C or a job scheduler's SIGTERM during a long run: finish the work in flight, keep
+it, then stop.
 
 A chunk of training runs as one compiled call whose input state is donated, so a
 ``KeyboardInterrupt`` raised while the host waits for it would lose the run's state (or,
 with a log dir, everything since the last checkpoint) and could cut a ``metrics.jsonl``
-line in half. Within :class:`GracefulStop`, the first SIGINT only sets a flag that the
-runner reads between chunks; a second SIGINT raises ``KeyboardInterrupt`` as usual.
+line in half; SIGTERM's default action (the signal SLURM, Kubernetes and ``kill`` send
+before they kill a job) ends the process as abruptly. Within :class:`GracefulStop`, the
+first SIGINT or SIGTERM only sets a flag that the runner reads between chunks; after it
+both signals act as before (a second Ctrl-C raises ``KeyboardInterrupt``, a second
+SIGTERM ends the process).
 """
 
 from __future__ import annotations
@@ -12,45 +16,60 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from typing import Self
 
-MESSAGE = ("\njaxrl_par: Ctrl-C: training stops after the running chunk and returns what "
-           "finished (with a log dir, checkpointed: resume continues). Ctrl-C again stops "
-           "at once.")
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def message(signum: int) -> str:
+    """What the first ``signum`` prints: what happens now, and how to stop at once."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    return (f"\njaxrl_par: {name}: training stops after the running chunk and returns what "
+            "finished (with a log dir, checkpointed: resume continues). "
+            f"{name} again stops at once.")
 
 
 class GracefulStop:
-    """``with GracefulStop() as stop:``: the first SIGINT sets ``stop.requested``.
+    """``with GracefulStop() as stop:``: the first SIGINT or SIGTERM sets
+    ``stop.requested`` and ``stop.signum``.
 
-    It installs its handler only where Python can (the main thread) and where SIGINT has
-    a Python handler to restore (not ignored, not owned by C code); elsewhere, or with
-    ``enabled=False`` (multi-host runs, where one process stopping alone would leave the
-    others waiting in a collective), SIGINT behaves as it did before.
+    It installs its handler only where Python can (the main thread) and, per signal,
+    where the signal has a Python-level disposition to restore (not ignored, as in a
+    background job of a non-interactive shell, and not owned by C code); elsewhere, or
+    with ``enabled=False`` (multi-host runs, where one process stopping alone would leave
+    the others waiting in a collective), the signals behave as they did before.
     """
 
-    def __init__(self, enabled: bool = True, message: str = MESSAGE):
+    def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self.message = message
         self.requested = False
-        self._previous = None
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> "GracefulStop":
+    def __enter__(self) -> Self:
         self.requested = False
-        self._previous = None
+        self.signum = None
+        self._previous = {}
         if self.enabled and threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
-            if previous is not None and previous is not signal.SIG_IGN:
-                self._previous = previous
-                signal.signal(signal.SIGINT, self._handle)
+            for signum in SIGNALS:
+                previous = signal.getsignal(signum)
+                if previous is not None and previous is not signal.SIG_IGN:
+                    self._previous[signum] = previous
+                    signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:
-        del signum, frame
+        del frame
         self.requested = True
-        signal.signal(signal.SIGINT, self._previous)  # the next Ctrl-C acts as before
-        print(self.message, file=sys.stderr, flush=True)
+        self.signum = signum
+        self._restore()  # the next signal acts as before
+        print(message(signum), file=sys.stderr, flush=True)
+
+    def _restore(self) -> None:
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._handle:
+                signal.signal(signum, previous)
+        self._previous = {}
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            if signal.getsignal(signal.SIGINT) == self._handle:
-                signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        self._restore()

@@ -97,9 +97,11 @@ class TrainResult:
         they were reused from an earlier run of the same algorithm object).
       train_seconds: wall time of the training loop, compilation excluded.
       steps_per_second: environment steps per second, all seeds together.
-      interrupted: True when Ctrl-C stopped the run early (see :func:`train`); then
-        ``metrics`` and ``env_steps`` end at the last finished chunk and ``state`` is the
-        state after it.
+      interrupted: True when Ctrl-C or SIGTERM stopped the run early (see
+        :func:`train`); then ``metrics`` and ``env_steps`` end at the last finished chunk
+        and ``state`` is the state after it.
+      stop_signal: the number of the signal that stopped it (``signal.SIGINT`` or
+        ``signal.SIGTERM``), or None.
     """
 
     state: Any
@@ -110,6 +112,7 @@ class TrainResult:
     train_seconds: float
     steps_per_second: float
     interrupted: bool = False
+    stop_signal: int | None = None
 
     @property
     def returns(self) -> np.ndarray:
@@ -298,10 +301,11 @@ def train(
         imported; with one device both halves share it. See
         :mod:`jaxrl_par.parallel.actor_learner`.
 
-    Ctrl-C (SIGINT) in a single-process run finishes the running chunk, logs and
-    checkpoints it, and returns a result with ``interrupted=True`` that holds everything
-    finished so far; a second Ctrl-C raises ``KeyboardInterrupt`` at once. Multi-host runs
-    keep Python's usual ``KeyboardInterrupt``.
+    Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
+    kill a job) in a single-process run finishes the running chunk, logs and checkpoints
+    it, and returns a result with ``interrupted=True`` that holds everything finished so
+    far; a second Ctrl-C raises ``KeyboardInterrupt`` at once, a second SIGTERM ends the
+    process. Multi-host runs keep the signals' usual behaviour.
 
     Returns:
       A :class:`TrainResult`.
@@ -402,8 +406,8 @@ def train(
                    initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
     t_start = time.perf_counter()
     steps_run = 0
-    # Ctrl-C finishes the running chunk (see jaxrl_par.interrupt); not across hosts. The
-    # bar closes however the loop ends.
+    # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.interrupt); not across
+    # hosts. The bar closes however the loop ends.
     with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
           bar if bar is not None else contextlib.nullcontext()):
         while done_updates < num_updates and not stop.requested:
@@ -437,7 +441,7 @@ def train(
     interrupted = done_updates < num_updates
     if interrupted:
         print(f"jaxrl_par: interrupted after {done_updates} of {num_updates} updates",
-              file=sys.stderr)  # how to resume: interrupt.MESSAGE, printed at the Ctrl-C
+              file=sys.stderr)  # how to resume: interrupt.message, printed at the signal
     train_seconds = time.perf_counter() - t_start
     if sharded:
         parallel.assert_is_replicated(state, where="after training")
@@ -452,6 +456,7 @@ def train(
         train_seconds=train_seconds,
         steps_per_second=total_steps / max(train_seconds, 1e-9),
         interrupted=interrupted,
+        stop_signal=stop.signum if interrupted else None,
     )
 
 
@@ -566,7 +571,12 @@ def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.nd
     kept = []
     with open(path) as f:
         for line in f:
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                # A line cut short by a kill while it was written. Rows are appended
+                # before the checkpoint is saved, so it is past the checkpoint's updates.
+                break
             if rec["update"] > n_updates:
                 break
             kept.append(line)

@@ -1,5 +1,6 @@
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -175,22 +176,24 @@ def test_whole_numbers_parse_in_either_notation():
     assert isinstance(cfg.total_timesteps, int)
 
 
-def test_cli_reports_an_interrupted_run(monkeypatch, capsys):
-    """A run that Ctrl-C stopped (`TrainResult.interrupted`) exits 130, marks the JSON and
-    says how to continue."""
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
+    """A run that Ctrl-C or SIGTERM stopped (`TrainResult.interrupted`) exits with the
+    shell's code for that signal, marks the JSON and says how to continue."""
     from jaxrl_par.train import TrainResult
 
     def interrupted_train(algo, seeds, **kw):
         return TrainResult(state=None, metrics={"episode_return": np.full((1, 3), 20.0)},
                            env_steps=np.arange(1, 4) * 512, seeds=list(seeds),
                            compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
-                           interrupted=True)
+                           interrupted=True, stop_signal=signum)
 
     monkeypatch.setattr("jaxrl_par.train.train", interrupted_train)  # cmd_train imports it
-    assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--no-compile-cache"]) == 130
+    assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--no-compile-cache"]) == code
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["interrupted"] is True and summary["env_steps"] == 3 * 512
+    assert summary["stop_signal"] == signal.Signals(signum).name
     assert "the same command with --resume continues" in err
 
 

@@ -188,6 +188,65 @@ def test_ctrl_c_finishes_the_running_chunk_and_keeps_it(tmp_path, python_sigint_
     np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
 
 
+@pytest.fixture
+def default_sigterm():
+    """SIGTERM at its default action (ends the process), restored afterwards."""
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def test_sigterm_finishes_the_running_chunk_like_ctrl_c(tmp_path, default_sigterm):
+    """SIGTERM (a scheduler's notice before it kills a job) stops the run after the chunk
+    in flight, as Ctrl-C does, and the result names the signal. Right after the first,
+    SIGTERM's default is back, so a second would end the process at once."""
+    algo = toy_algo.make(TOY)
+    log = str(tmp_path / "run")
+    after_first = []
+
+    def sigterm_in_second_chunk(done, rows):
+        if done >= 12 and not after_first:
+            os.kill(os.getpid(), signal.SIGTERM)
+            after_first.append(signal.getsignal(signal.SIGTERM))
+
+    part = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log,
+                 callback=sigterm_in_second_chunk)
+    assert after_first == [signal.SIG_DFL]
+    assert part.interrupted and part.stop_signal == signal.SIGTERM
+    assert 0 < len(part.env_steps) < algo.num_updates
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
+    assert not resumed.interrupted and resumed.stop_signal is None
+
+
+def test_resume_after_a_kill_that_cut_the_metrics_mid_line(tmp_path):
+    """A kill while metrics.jsonl was being appended leaves a half line past the
+    checkpoint's updates: resuming drops it, as it drops whole rows written after the
+    checkpoint, and ends as a run never stopped."""
+    algo = toy_algo.make(TOY)
+    full = train(algo, [0, 1], num_chunks=4, progress=False)
+    log = str(tmp_path / "run")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, rows):
+        if done >= 12:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two)
+    path = os.path.join(log, "metrics.jsonl")
+    with open(path) as f:
+        done = len(f.readlines())
+    with open(path, "a") as f:
+        f.write(f'{{"update": {done + 1}, "env_steps": 1, "loss": [0.1, ')  # cut here
+    resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
+    np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
+    with open(path) as f:
+        assert [json.loads(line)["update"] for line in f] == list(range(1, 24))
+
+
 def test_second_ctrl_c_raises_at_once(python_sigint_handler):
     algo = toy_algo.make(TOY)
 
