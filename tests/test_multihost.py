@@ -56,9 +56,10 @@ def test_two_process_ppo_matches_single_process(tmp_path):
         err = np.max(np.abs(got[k] - ref[k])) / max(np.max(np.abs(ref[k])), 1e-12)
         assert err <= 1e-5, (k, err)
     np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-5, atol=1e-6)
-    # Only process 0 writes logs and checkpoints.
-    assert sorted(os.listdir(tmp_path / "logs")) == ["checkpoint.npz", "config.json",
+    # Only process 0 writes logs and checkpoints, and holds the log dir's lock.
+    assert sorted(os.listdir(tmp_path / "logs")) == [".lock", "checkpoint.npz", "config.json",
                                                       "metrics.jsonl"]
+    assert (tmp_path / "logs" / ".lock").read_text().count("pid ") == 1
 
 
 def _worker(port: int, process_id: int, out_dir: str) -> None:
