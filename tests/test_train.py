@@ -126,11 +126,9 @@ def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch
     assert not np.allclose(_leaves(mine.state.params)[0], _leaves(first.state.params)[0])
 
 
-def test_resume_equals_never_stopping(tmp_path):
-    algo = toy_algo.make(TOY)
-    full = train(algo, [0, 1], num_chunks=4, progress=False)
-    log = str(tmp_path / "run")
-    # An interrupted run: stop after the second chunk.
+def _run_killed_after_two_chunks(algo, log: str) -> None:
+    """Trains ``algo`` on seeds [0, 1] in 4 chunks into ``log`` and dies (an exception
+    out of ``train``) after the second chunk is logged and checkpointed."""
     class Stop(Exception):
         pass
 
@@ -140,6 +138,13 @@ def test_resume_equals_never_stopping(tmp_path):
 
     with pytest.raises(Stop):
         train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two)
+
+
+def test_resume_equals_never_stopping(tmp_path):
+    algo = toy_algo.make(TOY)
+    full = train(algo, [0, 1], num_chunks=4, progress=False)
+    log = str(tmp_path / "run")
+    _run_killed_after_two_chunks(algo, log)
     resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
     _assert_trees_equal(full.state.params, resumed.state.params)
     np.testing.assert_array_equal(full.metrics["loss"], resumed.metrics["loss"])
@@ -226,16 +231,7 @@ def test_resume_after_a_kill_that_cut_the_metrics_mid_line(tmp_path):
     algo = toy_algo.make(TOY)
     full = train(algo, [0, 1], num_chunks=4, progress=False)
     log = str(tmp_path / "run")
-
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(done, rows):
-        if done >= 12:
-            raise Stop
-
-    with pytest.raises(Stop):
-        train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two)
+    _run_killed_after_two_chunks(algo, log)
     path = os.path.join(log, "metrics.jsonl")
     with open(path) as f:
         done = len(f.readlines())
