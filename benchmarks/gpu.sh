@@ -12,14 +12,17 @@
 # run(command="bash benchmarks/gpu.sh", carry=[".whl"], timeout_s=590); the default
 # sections end within ~9 minutes (2026-12-04: the machine started in ~30 s).
 #
-# Sections (default: tests ab kernels ppo dqn apex; their caps sum to ~9 min, so with a machine's
+# Sections (default: tests ab xla kernels ppo dqn; their caps sum to ~9 min, so with a machine's
 # start-up they fill most of a 15-minute device budget, and one command may run 10 min):
 #   tests        pytest of the PRNG, env and network tests on the accelerator
 #   ab           benchmarks/ppo_ab.py: GAE as a scan (A) against the associative scan (B),
 #                in one process, at 4 and 4096 envs (decides returns.gae_advantages' "auto")
+#   xla          the README job with XLA's default command buffers against ones that also take
+#                loops and conditionals (XLA_FLAGS=--xla_gpu_enable_command_buffer=...,WHILE)
 #   kernels      benchmarks/kernel_counts.py: kernel launches per PPO update, ours and rejax
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
 #   apex         `jaxrl-par train apex` (CartPole defaults): prioritized replay end to end
+#                (not in the default since 2026-12-04's fifth session: xla took its time)
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
@@ -106,7 +109,7 @@ else
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
-for s in ${SECTIONS:-tests ab kernels ppo dqn apex}; do
+for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
   case "$s" in
     tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
              tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
@@ -117,6 +120,17 @@ for s in ${SECTIONS:-tests ab kernels ppo dqn apex}; do
         --no-progress --json ;;
     ab) section ab 90 "$PY" benchmarks/ppo_ab.py --settings "$AB_SETTINGS" --rounds "$AB_ROUNDS" \
           --a gae_method=scan --b gae_method=associative --out "$DEST/ppo_ab_gae.json" ;;
+    xla)
+      # The README job, alternated: XLA's default command buffers against ones that also
+      # take loops (WHILE) and conditionals, so a whole loop can run as one CUDA graph
+      # instead of a host round trip per iteration (the 4-env update is latency-bound).
+      section xla 100 bash -c '
+        flags_while="--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE"
+        for r in 1 2; do for v in default while; do
+          if [ $v = while ]; then f="$flags_while"; else f=""; fi
+          echo "xla $v round $r: $(XLA_FLAGS="$f" "$0" -m jaxrl_par train ppo --no-progress --json \
+            --no-compile-cache $1 2>/dev/null | tail -1)"
+        done; done' "$PY" "${QUICK:+--total-timesteps 4096}" ;;
     kernels) section kernels 60 "$PY" benchmarks/kernel_counts.py --settings "$AB_SETTINGS" \
                --out "$DEST/kernel_counts.json" ;;
     apex) section apex 60 "$PY" -m jaxrl_par train apex --no-progress --json \
