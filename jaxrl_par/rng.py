@@ -195,8 +195,8 @@ def _threefry2x32_rolled(k1, k2, x1, x2):
     alternate between two sets. Step 0 runs before the loop (XLA fuses it into the
     loop's input) and the loop does steps 1-2 and 3-4, so every rotation is a constant.
     jax's own rolled form (5 iterations) reads them from a table at run time; this one
-    hashed 1.3x faster at 4096 keys and 1.5x at 4 (BENCHMARKS.md, 2026-12-04), and its
-    fusions compile faster. Steps after the loop instead would be fused into every
+    hashed 1.1-1.3x faster at 4096 keys and 1.5-1.7x at 4 (BENCHMARKS.md, 2026-12-04),
+    and its fusions compile faster. Steps after the loop instead would be fused into every
     consumer of the output and computed again in each.
     """
     import jax
