@@ -185,9 +185,10 @@ def cmd_train(args) -> int:
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
+    stop_signal = signal.Signals(result.stop_signal or signal.SIGINT)  # read if interrupted
     if result.interrupted:
         summary["interrupted"] = True
-        summary["stop_signal"] = signal.Signals(result.stop_signal or signal.SIGINT).name
+        summary["stop_signal"] = stop_signal.name
     greedy = ""
     if args.eval_envs:
         from jaxrl_par.evaluate import greedy_returns
@@ -210,7 +211,7 @@ def cmd_train(args) -> int:
               + ("the same command with --resume continues from the checkpoint"
                  if args.log_dir else "give --log-dir to be able to resume a run"),
               file=sys.stderr)
-        return 128 + (result.stop_signal or signal.SIGINT)  # a shell's code: 130 SIGINT, 143 SIGTERM
+        return 128 + stop_signal  # a shell's code: 130 for SIGINT, 143 for SIGTERM
     return 0
 
 
