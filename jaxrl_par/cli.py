@@ -186,6 +186,9 @@ def cmd_train(args) -> int:
         "compile_seconds": float(result.compile_seconds),
     }
     stop_signal = signal.Signals(result.stop_signal or signal.SIGINT)  # read if interrupted
+    finished_before = not result.updates_run and not result.interrupted  # a --resume
+    if finished_before:
+        summary["already_finished"] = True
     if result.interrupted:
         summary["interrupted"] = True
         summary["stop_signal"] = stop_signal.name
@@ -198,10 +201,12 @@ def cmd_train(args) -> int:
         summary["greedy_return_std"] = float(np.std(returns))
         greedy = (f", greedy return {summary['greedy_return']:.1f} +- "
                   f"{summary['greedy_return_std']:.1f} ({args.eval_envs} episodes per seed)")
+    speed = (f"{summary['steps_per_second']:,.0f} steps/s, compile "
+             f"{summary['compile_seconds']:.1f} s" if not finished_before
+             else "already finished, nothing trained")
     print(
         f"{args.algo} on {cfg.env}: {env_steps:,} steps x {len(seeds)} seed(s), final return "
-        f"{summary['final_return']:.1f} +- {summary['final_return_std']:.1f}{greedy}, "
-        f"{summary['steps_per_second']:,.0f} steps/s, compile {summary['compile_seconds']:.1f} s",
+        f"{summary['final_return']:.1f} +- {summary['final_return_std']:.1f}{greedy}, {speed}",
         file=sys.stderr if args.json else sys.stdout,
     )
     if args.json:

@@ -8,12 +8,14 @@ the second one fail at once, before it compiles, with the first one's pid and ho
 
 The lock is ``fcntl.flock`` on ``<log_dir>/.lock``: the kernel releases it when the holder
 exits, however it exits (a crash or ``kill -9`` leaves no stale lock to clean up). The
-file itself stays, holding the last holder's pid, host and start time. Where ``fcntl`` is
-missing (Windows) there is no lock.
+file itself stays, holding the last holder's pid, host and start time; only a dir that
+the lock created and nothing else wrote to (a run that failed on its arguments) is
+removed again on release. Where ``fcntl`` is missing (Windows) there is no lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
@@ -37,10 +39,12 @@ class LogDirLock:
     def __init__(self, log_dir: str | None):
         self.log_dir = log_dir
         self._fd: int | None = None
+        self._created = False
 
     def __enter__(self) -> Self:
         if self.log_dir is None or fcntl is None:
             return self
+        self._created = not os.path.isdir(self.log_dir)
         os.makedirs(self.log_dir, exist_ok=True)
         path = os.path.join(self.log_dir, LOCK_FILE)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -63,7 +67,15 @@ class LogDirLock:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._fd is None:
+            return
+        path = os.path.join(self.log_dir, LOCK_FILE)
+        # A run that failed before writing anything (bad arguments, a config error)
+        # leaves no trace: the dir this lock created goes again, still under the lock.
+        if self._created and os.listdir(self.log_dir) == [LOCK_FILE]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                os.rmdir(self.log_dir)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None

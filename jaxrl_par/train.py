@@ -102,6 +102,9 @@ class TrainResult:
         and ``state`` is the state after it.
       stop_signal: the number of the signal that stopped it (``signal.SIGINT`` or
         ``signal.SIGTERM``), or None.
+      updates_run: updates trained by this call (fewer than ``U`` on a resumed run; 0
+        when the resumed run had already finished, and then nothing was compiled and
+        ``steps_per_second`` is 0).
     """
 
     state: Any
@@ -113,6 +116,7 @@ class TrainResult:
     steps_per_second: float
     interrupted: bool = False
     stop_signal: int | None = None
+    updates_run: int = 0
 
     @property
     def returns(self) -> np.ndarray:
@@ -359,6 +363,10 @@ def train(
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
 
+    if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
+        return _finished_run(algo, keys, sharded, ckpt_path, relayout, seed_list,
+                             say=progress and is_main)
+
     state_size = ""
     if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
         abstract = _traced_init(algo, keys, sharded).out_info
@@ -405,7 +413,7 @@ def train(
         bar = tqdm(total=num_updates * algo.env_steps_per_update, unit="step", unit_scale=True,
                    initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
     t_start = time.perf_counter()
-    steps_run = 0
+    updates_run = 0
     # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.interrupt); not across
     # hosts. The bar closes however the loop ends.
     with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
@@ -421,7 +429,7 @@ def train(
                 _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
                              algo.env_steps_per_update)
             done_updates += n_valid
-            steps_run += n_valid
+            updates_run += n_valid
             if sharded and debug_replication:
                 parallel.assert_is_replicated(state, where=f"after update {done_updates}")
             if log_dir:
@@ -445,7 +453,7 @@ def train(
     train_seconds = time.perf_counter() - t_start
     if sharded:
         parallel.assert_is_replicated(state, where="after training")
-    total_steps = steps_run * algo.env_steps_per_update * len(seed_list)
+    total_steps = updates_run * algo.env_steps_per_update * len(seed_list)
     metrics = {k: np.concatenate(v, axis=1) for k, v in history.items()}
     return TrainResult(
         state=state,
@@ -457,7 +465,30 @@ def train(
         steps_per_second=total_steps / max(train_seconds, 1e-9),
         interrupted=interrupted,
         stop_signal=stop.signum if interrupted else None,
+        updates_run=updates_run,
     )
+
+
+def _finished_run(algo: Algorithm, keys: jax.Array, sharded, ckpt_path: str, relayout,
+                  seed_list: list[int], say: bool) -> TrainResult:
+    """The result of resuming a run whose checkpoint already holds all its updates:
+    its state and logged metrics, read back without compiling anything."""
+    num_updates = algo.num_updates
+    if say:
+        print(f"jaxrl_par: the run in {os.path.dirname(ckpt_path)} already finished its "
+              f"{num_updates} updates; nothing left to train", file=sys.stderr)
+    template = _traced_init(algo, keys, sharded).out_info  # shapes only
+    state, _ = checkpoint.load(ckpt_path, template, reshape=relayout)
+    if sharded:
+        state = sharded.place(state)
+    history = _read_history(os.path.join(os.path.dirname(ckpt_path), METRICS), num_updates,
+                            jax.process_index() == 0)
+    return TrainResult(
+        state=state,
+        metrics={k: np.concatenate(v, axis=1) for k, v in history.items()},
+        env_steps=(np.arange(num_updates) + 1) * algo.env_steps_per_update,
+        seeds=seed_list, compile_seconds=0.0, train_seconds=0.0, steps_per_second=0.0,
+        updates_run=0)
 
 
 # Config fields that may differ between a run and its resumption: the data axis's name,

@@ -197,6 +197,26 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
     assert "the same command with --resume continues" in err
 
 
+def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys):
+    """A --resume of a finished run trained nothing (`updates_run == 0`): the line says
+    so instead of "0 steps/s", and the JSON is marked."""
+    from jaxrl_par.train import TrainResult
+
+    def finished_train(algo, seeds, **kw):
+        return TrainResult(state=None, metrics={"episode_return": np.full((1, 3), 20.0)},
+                           env_steps=np.arange(1, 4) * 512, seeds=list(seeds),
+                           compile_seconds=0.0, train_seconds=0.0, steps_per_second=0.0,
+                           updates_run=0)
+
+    monkeypatch.setattr("jaxrl_par.train.train", finished_train)
+    assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--resume",
+                 "--no-compile-cache"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["already_finished"] is True and summary["env_steps"] == 3 * 512
+    assert "already finished, nothing trained" in err and "steps/s" not in err
+
+
 def test_mesh_leaves_to_one_device_and_back():
     from jaxrl_par.runs import mesh_leaf, one_device_leaf
 

@@ -152,6 +152,41 @@ def test_resume_equals_never_stopping(tmp_path):
         assert len(f.readlines()) == 23
 
 
+def test_resuming_a_finished_run_returns_it_without_compiling(tmp_path, monkeypatch):
+    """A resume of a run that already finished trains nothing: it reads back the final
+    state and the logged metrics and compiles nothing (it used to compile the chunk, then
+    report 0 steps/s)."""
+    algo = toy_algo.make(TOY)
+    log = str(tmp_path / "run")
+    full = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log)
+    assert full.updates_run == algo.num_updates
+
+    def no_compile(self, *a, **k):
+        raise AssertionError("compiled for a run that has nothing left to train")
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", no_compile)
+    again = train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False, log_dir=log,
+                  resume=True)
+    assert again.updates_run == 0 and not again.interrupted and again.compile_seconds == 0
+    _assert_trees_equal(full.state, again.state)
+    for k in full.metrics:
+        np.testing.assert_array_equal(full.metrics[k], again.metrics[k])
+    np.testing.assert_array_equal(full.env_steps, again.env_steps)
+
+
+def test_a_run_that_fails_on_its_arguments_leaves_no_log_dir_behind(tmp_path):
+    """The log dir's lock is taken first (it creates the dir); when the run then fails
+    before writing anything, the dir goes again. A dir that existed before stays."""
+    log = tmp_path / "new"
+    with pytest.raises(ValueError, match="num_chunks=0"):
+        train(toy_algo.make(TOY), [0], log_dir=str(log), num_chunks=0, progress=False)
+    assert not log.exists()
+    log.mkdir()
+    with pytest.raises(ValueError, match="num_chunks=0"):
+        train(toy_algo.make(TOY), [0], log_dir=str(log), num_chunks=0, progress=False)
+    assert sorted(os.listdir(log)) == [".lock"]
+
+
 @pytest.fixture
 def python_sigint_handler():
     """SIGINT raises KeyboardInterrupt, as in a terminal or notebook, whatever the test
