@@ -1,4 +1,5 @@
-"""Running observation statistics (parallel Welford), reducible over a device axis."""
+"""Running statistics (parallel Welford) of observations or returns, reducible over a
+device axis."""
 
 from __future__ import annotations
 
@@ -44,3 +45,8 @@ def update_stats(stats: RunningStats, x: jax.Array, axis_name: str | None = None
 
 def normalize(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
     return jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + 1e-8), -clip, clip)
+
+
+def scale(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
+    """``x`` divided by the running std, not centred (rewards keep their sign), clipped."""
+    return jnp.clip(x / jnp.sqrt(stats.var + 1e-8), -clip, clip)

@@ -27,11 +27,12 @@ pytestmark = pytest.mark.skipif(
     jax.device_count() < 8, reason="needs 8 devices: run through tests/test_parallel.py"
 )
 
-# Global batch B = 8 envs x 8 steps; two minibatches, obs normalisation on (more pmeans).
-# max_grad_norm is huge so that clipping cannot hide an N-times gradient.
+# Global batch B = 8 envs x 8 steps; two minibatches, obs and reward normalisation on
+# (more pmeans, and a per-env running return split over the shards). max_grad_norm is
+# huge so that clipping cannot hide an N-times gradient.
 CFG = ppo.Config(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2,
                  total_timesteps=8 * 8 * 3, hidden_sizes=(8, 8), normalize_obs=True,
-                 max_grad_norm=1e6)
+                 normalize_rewards=True, max_grad_norm=1e6)
 DP_CFG = dataclasses.replace(CFG, axis_name=axes.DATA)
 
 
@@ -94,6 +95,12 @@ def test_ppo_data_parallel_equals_one_device(devices, tmp_path):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(state.obs_stats), jax.tree.leaves(ref.state.obs_stats)):
         assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.reward_stats),
+                    jax.tree.leaves(ref.state.reward_stats)):
+        assert _rel_err(a, b) <= 1e-5
+    returns = np.asarray(out.state.discounted_return)  # [S, D, N/D]: data order
+    np.testing.assert_allclose(returns.reshape(returns.shape[0], -1),
+                               ref.state.discounted_return, rtol=1e-5)
     # The shards' envs, concatenated in data order, are the one device's envs.
     for a, b in zip(jax.tree.leaves(out.state.env_state), jax.tree.leaves(ref.state.env_state)):
         a = np.asarray(a)

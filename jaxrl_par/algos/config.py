@@ -42,6 +42,8 @@ def _parse_value(text: str, annotation: Any, default: Any):
         if text.lower() in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"expected a boolean (true/false), got {text!r}")
+    if "bool" in kind.split(" | ") and text.lower() in ("true", "false"):  # bool | str
+        return text.lower() == "true"
     if isinstance(default, tuple) or kind.startswith("tuple"):
         parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
         return tuple(int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts)

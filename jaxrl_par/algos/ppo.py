@@ -9,8 +9,9 @@ Data-parallel exactness: randomness is drawn for the *global* batch of envs (act
 as one array, env keys from one split) and sliced per shard, and minibatches take
 ``num_steps / num_minibatches`` time steps from every env (a per-env permutation), so a
 minibatch is the union of the shards' minibatches.
-With ``axis_name`` set, gradients, advantage statistics, observation statistics and
-metrics are averaged over that axis, and training on N devices equals training on one.
+With ``axis_name`` set, gradients, advantage statistics, observation and return
+statistics and metrics are averaged over that axis, and training on N devices equals
+training on one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from jaxrl_par.networks import (
     action_noise,
     make_policy,
 )
-from jaxrl_par.normalization import RunningStats, init_stats, normalize, update_stats
+from jaxrl_par.normalization import RunningStats, init_stats, normalize, scale, update_stats
 from jaxrl_par.returns import GAE_METHODS, gae_advantages
 
 ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
@@ -65,6 +66,11 @@ class Config:
     max_grad_norm: float = 0.5  # global-norm clipping (0: off)
     normalize_advantages: bool = True  # per minibatch (global over devices)
     normalize_obs: bool = False  # running mean/std of observations
+    # Rewards divided by the running std of each env's discounted return before GAE
+    # (gym's NormalizeReward, as CleanRL's and PureJaxRL's continuous PPO use): values of
+    # order 1 whatever the reward scale (Pendulum: -1,000s per episode). True, False, or
+    # "auto": on for continuous actions, off for discrete (CartPole's PureJaxRL defaults).
+    normalize_rewards: bool | str = "auto"
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -90,6 +96,9 @@ class Config:
             raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
         if self.gae_method not in GAE_METHODS:
             raise ValueError(f"gae_method={self.gae_method!r}; choose from {GAE_METHODS}")
+        if self.normalize_rewards not in (True, False, "auto"):
+            raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
+                             "False or 'auto' (on for continuous actions)")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         if self.num_updates < 1:
@@ -116,6 +125,9 @@ class State:
     obs_stats: RunningStats
     key: jax.Array
     update_count: jax.Array  # [] int32
+    # With reward normalisation (else None: no leaves, so older checkpoints still load):
+    reward_stats: RunningStats | None = None  # of the discounted returns, shape []
+    discounted_return: jax.Array | None = None  # [N_local] each env's running return
 
 
 class Batch(NamedTuple):
@@ -144,6 +156,8 @@ def make(config: Config) -> Algorithm:
     )
     # The rollout runs the actor alone; values come after it from one batched critic pass.
     greedy = make_policy(network, deterministic=True)
+    normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
+                         else bool(cfg.normalize_rewards))
     steps_per_epoch = cfg.num_minibatches
     if cfg.anneal_lr:
         lr = optax.linear_schedule(
@@ -169,6 +183,9 @@ def make(config: Config) -> Algorithm:
             obs_stats=init_stats(spec.observation_shape),
             key=k_run,
             update_count=jnp.int32(0),
+            reward_stats=init_stats(()) if normalize_rewards else None,
+            discounted_return=(jnp.zeros(axes.local_size(cfg.num_envs, cfg.axis_name))
+                               if normalize_rewards else None),
         )
 
     def to_env_action(action):
@@ -204,6 +221,23 @@ def make(config: Config) -> Algorithm:
             return env_state, (obs, action, extras, ts)
 
         return jax.lax.scan(step, state.env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
+
+    def scaled_rewards(state: State, ts):
+        """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
+        divided by the std of the discounted returns seen so far, these returns (each
+        env's, reset where an episode ends) folded into the statistics first (over all
+        devices). Without reward normalisation the rewards and state as they are."""
+        if not normalize_rewards:
+            return ts.reward, state.reward_stats, state.discounted_return
+
+        def step(ret, x):
+            reward, done = x
+            ret = ret * cfg.gamma + reward
+            return jnp.where(done, 0.0, ret), ret
+
+        last, returns = jax.lax.scan(step, state.discounted_return, (ts.reward, ts.done))
+        stats = update_stats(state.reward_stats, returns, cfg.axis_name)
+        return scale(stats, ts.reward), stats, last
 
     def normalized_advantages(adv: jax.Array) -> jax.Array:
         """Advantages standardised over the whole minibatch (global over devices)."""
@@ -299,7 +333,8 @@ def make(config: Config) -> Algorithm:
         bootstrap = critic(prepare(state.obs_stats, ts.final_obs))
         gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
                        in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
-        advantage, target = gae(ts.reward, value, bootstrap,
+        reward, reward_stats, discounted_return = scaled_rewards(state, ts)
+        advantage, target = gae(reward, value, bootstrap,
                                 ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
         batch = Batch(obs, action, extras.log_prob, value, advantage, target)
         flat, unravel = ravel_pytree(state.params)
@@ -316,7 +351,8 @@ def make(config: Config) -> Algorithm:
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
         params = unravel(flat)
-        new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1)
+        new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1,
+                          reward_stats, discounted_return)
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:

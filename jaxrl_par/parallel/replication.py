@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # Fields of a training state that every data shard must hold identically.
-REPLICATED_FIELDS = ("params", "opt_state", "target_params", "obs_stats")
+REPLICATED_FIELDS = ("params", "opt_state", "target_params", "obs_stats", "reward_stats")
 
 
 class ReplicationError(AssertionError):
@@ -75,7 +75,8 @@ def assert_is_replicated(
     Args:
       state: a ``[S, D, ...]`` training state.
       select: ``select(key_path) -> bool`` picks the leaves that must be replicated;
-        default: leaves under ``params``, ``opt_state``, ``target_params``, ``obs_stats``.
+        default: leaves under ``params``, ``opt_state``, ``target_params``, ``obs_stats``,
+        ``reward_stats``.
       atol: allowed absolute difference (0: bit-identical, what synchronous SGD gives).
       where: text added to the message, e.g. ``"after update 120"``.
     """
