@@ -127,8 +127,9 @@ class State:
 def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> QNetwork:
     """The Q-network for an env: MLP for flat observations, MinAtar CNN for images."""
     if not env_spec.discrete:
-        raise ValueError(f"{env_spec.env_id} has continuous actions; DQN needs a discrete "
-                         "action space (use SAC/PPO for continuous control)")
+        raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning (dqn, apex) "
+                         "needs a discrete action space: train ppo for continuous control "
+                         f"(jaxrl-par train ppo --env {env_spec.env_id})")
     return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
                     hidden_sizes=tuple(hidden_sizes), activation=activation, dueling=dueling)
 
