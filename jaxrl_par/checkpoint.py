@@ -69,7 +69,9 @@ def load(path: str, template: Any,
         if len(data.files) - 1 != len(leaves):
             raise ValueError(
                 f"checkpoint {path} holds {len(data.files) - 1} arrays but the state has "
-                f"{len(leaves)}: it was written by a different algorithm or config"
+                f"{len(leaves)}: it was written by a different algorithm or config, or by "
+                "a jaxrl_par version whose state held other fields (e.g. PPO on continuous "
+                "actions before normalize_rewards; resume it with that version)"
             )
         restored = []
         for i, t in enumerate(leaves):
