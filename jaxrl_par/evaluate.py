@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.precision import float32
 
 
 @functools.lru_cache(maxsize=16)
@@ -47,6 +48,7 @@ def _evaluator(act: Callable, env_id: str, num_envs: int, max_steps: int) -> Cal
     return jax.jit(jax.vmap(one_seed, in_axes=(0, None)))
 
 
+@float32
 def greedy_returns(algo: Algorithm, states, *, num_envs: int = 8, max_steps: int | None = None,
                    seed: int = 0) -> np.ndarray:
     """Mean return of one greedy episode in each of ``num_envs`` envs, per seed.

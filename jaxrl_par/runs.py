@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxrl_par import algos, checkpoint, memory
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.precision import float32
 
 
 class LoadedRun(NamedTuple):
@@ -152,6 +153,7 @@ def relayout(one_device: list[tuple[int, ...]], saved_shards: int | None,
     return reshape
 
 
+@float32
 def load_run(log_dir: str) -> LoadedRun:
     """The algorithm and the checkpointed state of the run in ``log_dir``.
 

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
+from jaxrl_par.precision import float32
 from jaxrl_par.algos.base import Algorithm, scan_updates
 
 CHECKPOINT = "checkpoint.npz"
@@ -251,6 +252,7 @@ def _one_run_per_log_dir(train_fn):
     return locked
 
 
+@float32
 @_one_run_per_log_dir
 def train(
     algo: Algorithm,

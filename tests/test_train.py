@@ -447,3 +447,26 @@ def test_init_is_traced_once_for_the_memory_check_and_the_compile(mesh):
     assert len(traces) == 1
     reference = train(algo, [0, 1], num_chunks=2, progress=False, **mesh)
     _assert_trees_equal(result.state, reference.state)
+
+
+def test_runs_in_32_bits_when_the_caller_enabled_x64(tmp_path):
+    """With jax_enable_x64 on (as a scientific notebook may set it), training, the greedy
+    evaluation and loading a run give what they give without it; tracing used to fail (a
+    scan carry that turned float64). The caller's setting is left as it was."""
+    from jaxrl_par.evaluate import greedy_returns
+    from jaxrl_par.runs import load_run
+
+    cfg = ppo.Config(num_envs=4, num_steps=16, num_minibatches=2,
+                     total_timesteps=4 * 16 * 3, normalize_obs=True)
+    plain = train(ppo.make(cfg), [0], progress=False, num_chunks=1)
+    with jax.enable_x64(True):
+        algo = ppo.make(cfg)
+        wide = train(algo, [0], progress=False, num_chunks=1, log_dir=str(tmp_path))
+        greedy = greedy_returns(algo, wide.state, num_envs=2)
+        run = load_run(str(tmp_path))
+        assert jax.numpy.zeros(1).dtype == np.float64  # still on for the caller
+    _assert_trees_equal(plain.state, wide.state)
+    _assert_trees_equal(wide.state.params, run.state.params)
+    np.testing.assert_array_equal(greedy, greedy_returns(ppo.make(cfg), plain.state,
+                                                         num_envs=2))
+    assert all(x.dtype != np.float64 for x in jax.tree.leaves(wide.state))
