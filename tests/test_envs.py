@@ -18,6 +18,30 @@ def test_list_envs_has_gymnax_and_probes():
         assert env_id in ids
 
 
+NEEDS_DOWNLOAD = {"MNISTBandit-bsuite"}  # gymnax fetches MNIST when the env is built
+
+
+@pytest.mark.parametrize("env_id", sorted(set(envs.list_envs()) - NEEDS_DOWNLOAD))
+def test_every_env_builds_resets_and_steps_inside_a_trace(env_id):
+    """Algorithms make their envs inside traced code (``init``, ``update``). Traced
+    abstractly (nothing compiles): make, reset, one step with a valid action. Some
+    gymnax constructors branch on arrays in Python: FourRooms-misc and MetaMaze-misc
+    failed here."""
+    def run(key):
+        env = envs.make(env_id, 2)
+        state = env.reset(_keys(0, 2))
+        if env.discrete:
+            action = jnp.zeros((2,), jnp.int32)
+        else:
+            action = jnp.broadcast_to(env.action_bounds[0], (2,) + env.action_shape)
+        state, ts = env.step(jax.random.split(key, 2), state, action)
+        return state.obs, ts.reward
+
+    obs, reward = jax.eval_shape(run, jax.random.key(1))
+    spec = envs.make(env_id, 2)
+    assert obs.shape == (2,) + spec.observation_shape and reward.shape == (2,)
+
+
 def test_unknown_id_lists_closest():
     with pytest.raises(ValueError, match="closest known ids: CartPole-v1"):
         envs.make("cartpole-v0")

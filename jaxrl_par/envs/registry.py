@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnax
+import jax
 import jax.numpy as jnp
 
 from jaxrl_par.envs.core import VecEnv
@@ -86,7 +87,11 @@ def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
     check_env_id(env_id)
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-    env, params = _REGISTRY[env_id]()
+    # Built with concrete values even when called inside a trace (an algorithm's init
+    # makes its envs there): some gymnax constructors branch on jnp arrays in Python
+    # (FourRooms-misc and MetaMaze-misc read their maps with `if`), which fails on tracers.
+    with jax.ensure_compile_time_eval():
+        env, params = _REGISTRY[env_id]()
     if env_params:
         valid = {f.name for f in dataclasses.fields(params)}
         unknown = sorted(set(env_params) - valid)
