@@ -174,14 +174,16 @@ def cmd_train(args) -> int:
     if jax.process_index() != 0:  # only process 0 reports
         return 0
     finals = result.final_returns()
+    finals = finals[~np.isnan(finals)]  # seeds that finished an episode
     env_steps = int(result.env_steps[-1]) if len(result.env_steps) else 0
     summary = {
         "algo": args.algo,
         "env": cfg.env,
         "seeds": len(seeds),
         "env_steps": env_steps,
-        "final_return": float(np.nanmean(finals)),
-        "final_return_std": float(np.nanstd(finals)),
+        # null, not NaN (which strict JSON readers reject), when no episode finished
+        "final_return": float(np.mean(finals)) if finals.size else None,
+        "final_return_std": float(np.std(finals)) if finals.size else None,
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
@@ -204,9 +206,11 @@ def cmd_train(args) -> int:
     speed = (f"{summary['steps_per_second']:,.0f} steps/s, compile "
              f"{summary['compile_seconds']:.1f} s" if not finished_before
              else "already finished, nothing trained")
+    final = (f"final return {summary['final_return']:.1f} +- {summary['final_return_std']:.1f}"
+             if finals.size else "no episode finished yet (train longer for a final return)")
     print(
-        f"{args.algo} on {cfg.env}: {env_steps:,} steps x {len(seeds)} seed(s), final return "
-        f"{summary['final_return']:.1f} +- {summary['final_return_std']:.1f}{greedy}, {speed}",
+        f"{args.algo} on {cfg.env}: {env_steps:,} steps x {len(seeds)} seed(s), {final}"
+        f"{greedy}, {speed}",
         file=sys.stderr if args.json else sys.stdout,
     )
     if args.json:

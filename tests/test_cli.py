@@ -197,6 +197,29 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
     assert "the same command with --resume continues" in err
 
 
+def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
+    """A run too short for any episode to end has no final return: null in the JSON
+    (it printed NaN, which strict JSON readers reject) and said so in words."""
+    from jaxrl_par.train import TrainResult
+
+    def unfinished_train(algo, seeds, **kw):
+        return TrainResult(state=None, metrics={"episode_return": np.full((2, 3), np.nan)},
+                           env_steps=np.arange(1, 4) * 512, seeds=list(seeds),
+                           compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
+                           updates_run=3)
+
+    monkeypatch.setattr("jaxrl_par.train.train", unfinished_train)
+    assert main(["train", "ppo", "--json", "--seeds", "2", "--no-compile-cache"]) == 0
+    out, err = capsys.readouterr()
+
+    def reject(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    summary = json.loads(out.strip().splitlines()[-1], parse_constant=reject)
+    assert summary["final_return"] is None and summary["final_return_std"] is None
+    assert "no episode finished yet" in err
+
+
 def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys):
     """A --resume of a finished run trained nothing (`updates_run == 0`): the line says
     so instead of "0 steps/s", and the JSON is marked."""
