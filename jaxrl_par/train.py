@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
-from jaxrl_par.precision import float32
 from jaxrl_par.algos.base import Algorithm, scan_updates
+from jaxrl_par.precision import float32
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
