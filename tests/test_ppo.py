@@ -44,26 +44,30 @@ def test_reward_normalisation_tracks_the_discounted_returns():
     cfg = ppo.Config(env="Pendulum-v1", num_envs=3, num_steps=150, num_minibatches=2,
                      total_timesteps=3 * 150 * 2, gamma=0.9)
     algo = ppo.make(cfg)
+
+    @jax.jit
+    def update_and_its_rollout(state):
+        """The update, and the rollout it makes (its key split as `update` splits it)."""
+        _, k_roll, _ = jax.random.split(state.key, 3)
+        _, (_, _, _, ts) = algo.parts["rollout"](state, k_roll)
+        return algo.update(state)[0], ts.reward, ts.done
+
     state = algo.init(jax.random.key(3))
-    update = jax.jit(algo.update)
-    rollout = jax.jit(algo.parts["rollout"])
     ret, seen = np.zeros(3), []
     for _ in range(2):  # 300 steps: the 200-step episodes end (truncated) in the second
-        _, k_roll, _ = jax.random.split(state.key, 3)
-        _, (_, _, _, ts) = rollout(state, k_roll)
-        for r, d in zip(np.asarray(ts.reward, np.float64), np.asarray(ts.done)):
+        state, rewards, dones = update_and_its_rollout(state)
+        for r, d in zip(np.asarray(rewards, np.float64), np.asarray(dones)):
             ret = ret * cfg.gamma + r
             seen.append(ret.copy())
             ret = np.where(d, 0.0, ret)
-        assert np.asarray(ts.done).any() or len(seen) == 150
-        state, _ = update(state)
+        assert np.asarray(dones).any() or len(seen) == 150
     seen = np.concatenate(seen)
     np.testing.assert_allclose(state.discounted_return, ret, rtol=1e-4)
     assert float(state.reward_stats.count) == pytest.approx(len(seen) + 1e-4)
     assert float(state.reward_stats.mean) == pytest.approx(seen.mean(), rel=1e-4)
     assert float(state.reward_stats.var) == pytest.approx(seen.var(), rel=1e-3)
     # Discrete actions ("auto"): off, and no leaves for it in the state.
-    cartpole = ppo.make(ppo.Config()).init(jax.random.key(0))
+    cartpole = jax.eval_shape(ppo.make(ppo.Config()).init, jax.random.key(0))
     assert cartpole.reward_stats is None and cartpole.discounted_return is None
 
 
