@@ -283,7 +283,9 @@ def train(
         Without it, a ``log_dir`` that already holds a run is an error: a fresh run
         never overwrites another's logs and checkpoint.
       progress: show a tqdm progress bar.
-      callback: ``callback(updates_done, chunk_metrics)`` after each chunk.
+      callback: ``callback(updates_done, chunk_metrics)`` after each chunk (numpy rows;
+        like all of ``train`` it runs with ``jax_enable_x64`` off, see
+        :mod:`jaxrl_par.precision`).
       chunk_fn_factory: replaces :func:`make_chunk_fn` (``jaxrl_par.parallel`` uses it to
         shard the chunk over a device mesh).
       devices: train on a ``('pop', 'data')`` mesh of this many devices (or these
