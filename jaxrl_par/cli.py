@@ -66,7 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     ev.add_argument("--no-compile-cache", action="store_true",
                     help="do not keep compiled programs on disk (see train --help)")
-    sub.add_parser("list", help="list algorithms and environments")
+    ls = sub.add_parser("list", help="list algorithms and environments")
+    ls.add_argument("--details", action="store_true",
+                    help="also each environment's actions and observation shape (builds "
+                         "every env: a few seconds)")
     return p
 
 
@@ -267,10 +270,28 @@ def cmd_list(args) -> int:
     print("algorithms:")
     for name, (_, desc) in sorted(algos.ALGORITHMS.items()):
         print(f"  {name:10s} {desc}")
-    print("environments:")
+    print("environments:" + ("" if args.details else " (--details: actions and observations)"))
     for env_id in envs.list_envs():
-        print(f"  {env_id}")
+        print(f"  {env_id:26s} {_env_details(env_id)}" if args.details else f"  {env_id}")
     return 0
+
+
+def _env_details(env_id: str) -> str:
+    """``"discrete, 2 actions; obs (4,) float32; apex, dqn, ppo"``: the env's actions,
+    observations and the algorithms that train on it (or why it could not be built)."""
+    from jaxrl_par import envs
+
+    try:
+        env = envs.make(env_id, 1)
+    # A listing reports any failure instead of stopping (MNISTBandit-bsuite downloads MNIST).
+    except Exception as e:  # noqa: BLE001
+        return f"(not built here: {type(e).__name__}: {str(e)[:60]})"
+    if env.discrete:
+        actions = f"discrete, {env.num_actions} action{'s' if env.num_actions > 1 else ''}"
+    else:
+        actions = f"continuous, {env.action_shape[0]}-d actions"
+    trainable = ", ".join(algos.for_actions(env.discrete))
+    return f"{actions}; obs {env.observation_shape} {env.obs_dtype}; {trainable}"
 
 
 def main(argv: list[str] | None = None) -> int:

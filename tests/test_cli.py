@@ -118,10 +118,29 @@ def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
         load_run(str(tmp_path))
 
 
-def test_cli_list(capsys):
+def test_cli_list(capsys, monkeypatch):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ppo" in out and "CartPole-v1" in out and "Breakout-MinAtar" in out
+    # --details builds each env (a stand-in list here: building all takes seconds).
+    from jaxrl_par import envs
+
+    real_make = envs.make
+
+    def make(env_id, num_envs):
+        if env_id == "MNISTBandit-bsuite":  # gymnax downloads MNIST to build it
+            raise OSError("no network")
+        return real_make(env_id, num_envs)
+
+    monkeypatch.setattr(envs, "list_envs",
+                        lambda: ["CartPole-v1", "Pendulum-v1", "MNISTBandit-bsuite"])
+    monkeypatch.setattr(envs, "make", make)
+    assert main(["list", "--details"]) == 0
+    out = capsys.readouterr().out.split("environments:")[1].splitlines()[1:]
+    lines = {line.split()[0]: line for line in out}
+    assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; apex, dqn, ppo")
+    assert lines["Pendulum-v1"].endswith("continuous, 1-d actions; obs (3,) float32; ppo")
+    assert "(not built here: OSError: no network)" in lines["MNISTBandit-bsuite"]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -14,6 +14,14 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
 }
 
+# The algorithms that take continuous (Box) actions; all take discrete ones.
+CONTINUOUS_ACTIONS = frozenset({"ppo"})
+
+
+def for_actions(discrete: bool) -> list[str]:
+    """Names of the algorithms that can train on a discrete (or continuous) action space."""
+    return sorted(n for n in ALGORITHMS if discrete or n in CONTINUOUS_ACTIONS)
+
 
 def get(name: str) -> ModuleType:
     """The module of algorithm ``name`` (with ``Config`` and ``make``)."""
@@ -22,4 +30,4 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(ALGORITHMS[name][0])
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "get"]
+__all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "Algorithm", "for_actions", "get"]
