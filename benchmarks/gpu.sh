@@ -28,6 +28,8 @@
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
 #                alone first (not in the default: on the H200 it printed nothing in 150 s)
 #   scaling      benchmarks/scaling.py (weak/strong/population)
+#   continuous   benchmarks/continuous.py: PPO on Pendulum-v1, ours vs rejax, 8 seeds (not in
+#                the default)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
 #
 # The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
@@ -145,6 +147,8 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
         --out "$DEST/replay.json" ;;
     scaling) section scaling 300 "$PY" benchmarks/scaling.py $QUICK \
                --out "$DEST/scaling.json" ;;
+    continuous) section continuous 120 "$PY" benchmarks/continuous.py \
+                  ${QUICK:+--seeds 2 --total-timesteps 2e4} --out "$DEST/continuous.json" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
                      ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
                      --out "$DEST/actor_learner.json" ;;
