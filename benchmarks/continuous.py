@@ -27,14 +27,14 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, write_json  # noqa: E402
+from common import machine, write_json
 
-from jaxrl_par.algos import ppo  # noqa: E402
+from jaxrl_par.algos import ppo
 
 ENV = "Pendulum-v1"
-HP = dict(num_envs=32, num_steps=16, update_epochs=4, num_minibatches=4, learning_rate=1e-3,
-          gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01,
-          max_grad_norm=1.0)
+HP = {"num_envs": 32, "num_steps": 16, "update_epochs": 4, "num_minibatches": 4,
+      "learning_rate": 1e-3, "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2,
+      "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 1.0}
 
 
 def ours(seeds: list[int], total_timesteps: int) -> dict:
@@ -58,9 +58,8 @@ def ours(seeds: list[int], total_timesteps: int) -> dict:
 
 def rejax(seeds: list[int], total_timesteps: int) -> dict:
     import gymnax
-    from rejax import PPO
-
     from common import FiveValueStep
+    from rejax import PPO
 
     env, params = gymnax.make(ENV)
     algo = PPO.create(

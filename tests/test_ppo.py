@@ -22,8 +22,8 @@ def test_ppo_solves_cartpole():
     assert final >= 475.0, final
 
 
-PENDULUM_RECIPE = dict(env="Pendulum-v1", num_envs=32, num_steps=16, learning_rate=1e-3,
-                       max_grad_norm=1.0)
+PENDULUM_RECIPE = {"env": "Pendulum-v1", "num_envs": 32, "num_steps": 16,
+                   "learning_rate": 1e-3, "max_grad_norm": 1.0}
 
 
 def test_ppo_learns_pendulum_with_reward_normalisation():
