@@ -367,28 +367,32 @@ def train(
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
 
-    if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
-        return _finished_run(algo, keys, sharded, ckpt_path, relayout, seed_list,
-                             say=progress and is_main)
-
-    state_size = ""
-    if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
-        abstract = _traced_init(algo, keys, sharded).out_info
-        memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
-                          else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
-        state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
-
     show = progress and is_main
-    if show:  # the first run of a program compiles for seconds before the bar moves
-        print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
-              f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    try:
-        state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
-    finally:  # the line ends, and the time shows, also when compiling fails
-        compile_seconds = time.perf_counter() - t0
+    if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
+        # Nothing left to train: the checkpoint is read into the state's shapes below,
+        # and nothing is compiled.
         if show:
-            print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
+            print(f"jaxrl_par: the run in {log_dir} already finished its {num_updates} "
+                  "updates; nothing left to train", file=sys.stderr)
+        state, compiled, compile_seconds = _traced_init(algo, keys, sharded).out_info, None, 0.0
+    else:
+        state_size = ""
+        if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
+            abstract = _traced_init(algo, keys, sharded).out_info
+            memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
+                              else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
+            state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
+        if show:  # the first run of a program compiles for seconds before the bar moves
+            print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
+                  f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr,
+                  flush=True)
+        t0 = time.perf_counter()
+        try:
+            state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
+        finally:  # the line ends, and the time shows, also when compiling fails
+            compile_seconds = time.perf_counter() - t0
+            if show:
+                print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
 
     done_updates = 0
     history: dict[str, list[np.ndarray]] = {}
@@ -471,28 +475,6 @@ def train(
         stop_signal=stop.signum if interrupted else None,
         updates_run=updates_run,
     )
-
-
-def _finished_run(algo: Algorithm, keys: jax.Array, sharded, ckpt_path: str, relayout,
-                  seed_list: list[int], say: bool) -> TrainResult:
-    """The result of resuming a run whose checkpoint already holds all its updates:
-    its state and logged metrics, read back without compiling anything."""
-    num_updates = algo.num_updates
-    if say:
-        print(f"jaxrl_par: the run in {os.path.dirname(ckpt_path)} already finished its "
-              f"{num_updates} updates; nothing left to train", file=sys.stderr)
-    template = _traced_init(algo, keys, sharded).out_info  # shapes only
-    state, _ = checkpoint.load(ckpt_path, template, reshape=relayout)
-    if sharded:
-        state = sharded.place(state)
-    history = _read_history(os.path.join(os.path.dirname(ckpt_path), METRICS), num_updates,
-                            jax.process_index() == 0)
-    return TrainResult(
-        state=state,
-        metrics={k: np.concatenate(v, axis=1) for k, v in history.items()},
-        env_steps=(np.arange(num_updates) + 1) * algo.env_steps_per_update,
-        seeds=seed_list, compile_seconds=0.0, train_seconds=0.0, steps_per_second=0.0,
-        updates_run=0)
 
 
 # Config fields that may differ between a run and its resumption: the data axis's name,
