@@ -27,24 +27,24 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import ppo as ppo_bench  # benchmarks/ppo.py: both libraries' PPO built alike
 from common import machine, write_json
 
 from jaxrl_par.algos import ppo
 
 ENV = "Pendulum-v1"
-HP = {"num_envs": 32, "num_steps": 16, "update_epochs": 4, "num_minibatches": 4,
-      "learning_rate": 1e-3, "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2,
-      "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 1.0}
+NUM_ENVS = 32
+HP = {"num_steps": 16, "update_epochs": 4, "num_minibatches": 4, "learning_rate": 1e-3,
+      "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01,
+      "max_grad_norm": 1.0}
 
 
 def ours(seeds: list[int], total_timesteps: int) -> dict:
     from jaxrl_par.evaluate import greedy_returns
     from jaxrl_par.train import train
 
-    cfg = ppo.Config(env=ENV, total_timesteps=total_timesteps, anneal_lr=False,
-                     normalize_rewards=True, normalize_obs=False, torso="mlp",
-                     hidden_sizes=(64, 64), activation="tanh", **HP)
-    algo = ppo.make(cfg)
+    algo = ppo.make(ppo_bench.ours_config(ENV, NUM_ENVS, total_timesteps, HP, anneal_lr=False,
+                                          normalize_rewards=True))
     res = train(algo, seeds, progress=False, num_chunks=1)
     return {
         "returns": [float(x) for x in res.final_returns(fraction=0.05)],
@@ -57,21 +57,7 @@ def ours(seeds: list[int], total_timesteps: int) -> dict:
 
 
 def rejax(seeds: list[int], total_timesteps: int) -> dict:
-    import gymnax
-    from common import FiveValueStep
-    from rejax import PPO
-
-    env, params = gymnax.make(ENV)
-    algo = PPO.create(
-        env=FiveValueStep(env), env_params=params, num_envs=HP["num_envs"],
-        num_steps=HP["num_steps"], num_epochs=HP["update_epochs"],
-        num_minibatches=HP["num_minibatches"], learning_rate=HP["learning_rate"],
-        gamma=HP["gamma"], gae_lambda=HP["gae_lambda"], clip_eps=HP["clip_eps"],
-        vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"], max_grad_norm=HP["max_grad_norm"],
-        total_timesteps=total_timesteps, eval_freq=total_timesteps,
-        skip_initial_evaluation=True, normalize_observations=False, normalize_rewards=True,
-        agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
-    )
+    algo = ppo_bench.make_rejax(ENV, NUM_ENVS, total_timesteps, HP, normalize_rewards=True)
     keys = jax.vmap(jax.random.key)(np.asarray(seeds))
     t = time.perf_counter()
     train_fn = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
@@ -79,7 +65,7 @@ def rejax(seeds: list[int], total_timesteps: int) -> dict:
     t = time.perf_counter()
     _, (_, returns) = jax.block_until_ready(train_fn(keys))
     train_s = time.perf_counter() - t
-    per_update = HP["num_envs"] * HP["num_steps"]
+    per_update = NUM_ENVS * HP["num_steps"]
     steps = total_timesteps // per_update * per_update
     return {
         "returns": [float(x) for x in np.asarray(returns)[:, -1].mean(axis=-1)],
@@ -115,7 +101,8 @@ def main() -> None:
         print(f"{who:6s} {summary(r['returns'])} {r['steps_per_second']:10,.0f} "
               f"{r['train_seconds']:8.1f} {r['compile_seconds']:9.1f}")
     print(f"ours, greedy (mean action): {summary(rows['ours']['greedy_returns'])}")
-    write_json(a.out, {"machine": machine(), "env": ENV, "hyperparameters": HP,
+    write_json(a.out, {"machine": machine(), "env": ENV, "num_envs": NUM_ENVS,
+                       "hyperparameters": HP,
                        "seeds": seeds, "total_timesteps": total, **rows})
     print(f"wrote {a.out}")
 

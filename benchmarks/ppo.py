@@ -44,26 +44,30 @@ HP = dict(num_steps=128, update_epochs=4, num_minibatches=4, learning_rate=2.5e-
           gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5)
 
 
-def make_rejax(env_id: str, num_envs: int, total_timesteps: int):
+def make_rejax(env_id: str, num_envs: int, total_timesteps: int, hp: dict = HP, **options):
+    """rejax's PPO with the hyperparameters ``hp`` (our names) and the two 64-64 tanh
+    MLPs; ``options`` are further rejax fields (e.g. ``normalize_rewards=True``)."""
     import gymnax
     from rejax import PPO
 
     env, params = gymnax.make(env_id)
     return PPO.create(
         env=FiveValueStep(env), env_params=params, num_envs=num_envs,
-        num_steps=HP["num_steps"], num_epochs=HP["update_epochs"],
-        num_minibatches=HP["num_minibatches"], learning_rate=HP["learning_rate"],
-        gamma=HP["gamma"], gae_lambda=HP["gae_lambda"], clip_eps=HP["clip_eps"],
-        vf_coef=HP["vf_coef"], ent_coef=HP["ent_coef"], max_grad_norm=HP["max_grad_norm"],
+        num_steps=hp["num_steps"], num_epochs=hp["update_epochs"],
+        num_minibatches=hp["num_minibatches"], learning_rate=hp["learning_rate"],
+        gamma=hp["gamma"], gae_lambda=hp["gae_lambda"], clip_eps=hp["clip_eps"],
+        vf_coef=hp["vf_coef"], ent_coef=hp["ent_coef"], max_grad_norm=hp["max_grad_norm"],
         total_timesteps=total_timesteps, eval_freq=total_timesteps,
         skip_initial_evaluation=True, normalize_observations=False,
-        agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+        agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)}, **options,
     )
 
 
-def ours_config(env_id: str, num_envs: int, total_timesteps: int) -> ppo.Config:
+def ours_config(env_id: str, num_envs: int, total_timesteps: int, hp: dict = HP,
+                **options) -> ppo.Config:
+    """Our PPO config matching :func:`make_rejax` (``options``: further Config fields)."""
     return ppo.Config(env=env_id, num_envs=num_envs, total_timesteps=total_timesteps,
-                      torso="mlp", hidden_sizes=(64, 64), activation="tanh", **HP)
+                      torso="mlp", hidden_sizes=(64, 64), activation="tanh", **hp, **options)
 
 
 def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
