@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_par import axes, envs, replay, rng
+from jaxrl_par import algos, axes, envs, replay, rng
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.q_common import (
@@ -127,9 +127,12 @@ class State:
 def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> QNetwork:
     """The Q-network for an env: MLP for flat observations, MinAtar CNN for images."""
     if not env_spec.discrete:
-        raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning (dqn, apex) "
-                         "needs a discrete action space: train ppo for continuous control "
-                         f"(jaxrl-par train ppo --env {env_spec.env_id})")
+        q_learners = ", ".join(sorted(set(algos.for_actions(True)) - set(algos.for_actions(False))))
+        continuous = algos.for_actions(False)
+        raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning ({q_learners}) "
+                         f"needs a discrete action space: train {' or '.join(continuous)} for "
+                         f"continuous control (jaxrl-par train {continuous[0]} --env "
+                         f"{env_spec.env_id})")
     return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
                     hidden_sizes=tuple(hidden_sizes), activation=activation, dueling=dueling)
 
