@@ -31,9 +31,10 @@ from common import compile_timed, interleaved, machine, write_json  # noqa: E402
 from jaxrl_par import layers, networks  # noqa: E402
 
 # (batch, fan_in, fan_out): PPO minibatches (4 .. 4096 CartPole envs x 128 steps / 4),
-# MinAtar's flattened 400-wide input, DQN's batch of 128.
+# MinAtar's flattened 400-wide input, DQN's batch of 128, and the MinAtar conv's weight
+# gradient (3x3 over 4 channels -> 16; rows are images x 64 positions: 128 and 1,024 images).
 SHAPES = [(b, d, h) for b in (128, 2048, 8192, 32768, 131072) for d, h in ((4, 64), (64, 64), (64, 2))]
-SHAPES += [(2048, 400, 64), (8192, 400, 64), (8192, 64, 6)]
+SHAPES += [(2048, 400, 64), (8192, 400, 64), (8192, 64, 6), (8192, 36, 16), (65536, 36, 16)]
 
 
 def _repeat(f, iters):

@@ -55,9 +55,13 @@ def weight_gradient_form(batch: int, fan_in: int, fan_out: int) -> str:
     64 -> 2 head 208 us plain / 25 us ``dyT_x``; a 4 -> 64 input layer 19 / 11 us
     ``xT_dy``; 64 -> 64 297 / 199 us ``dyT_x``; 400 -> 64 1776 / 1351 us ``dy_x``).
     Large products (batch above 8192 for 64 -> 64, above 32768 for 4 -> 64) are fastest
-    as XLA writes them.
+    as XLA writes them. Outputs of up to 16 columns (the MinAtar CNN's 3x3, 16-channel
+    conv, whose rows are images x positions: 65,536 for 1,024 images) take ``dyT_x`` at
+    every batch: ``[65536, 36] -> 16`` 1.8 ms against 2.4 ms plain, and 3.4 ms plain under
+    a size-1 ``vmap`` (the runner's seed axis), where XLA also copied the patches
+    transposed; a PPO update on Breakout with 64 envs ran 1.5x faster for it.
     """
-    if fan_out <= 8:
+    if fan_out <= 16:
         return "dyT_x"
     if fan_in <= 8:
         return "xT_dy" if batch <= 32768 else "plain"

@@ -84,6 +84,7 @@ def test_weight_gradient_form_table():
     assert f(128, 4, 64) == "xT_dy"
     assert f(8192, 400, 64) == "dy_x"
     assert f(128, 64, 2) == "dyT_x" and f(131072, 64, 2) == "dyT_x"
+    assert f(65536, 36, 16) == "dyT_x"  # the MinAtar conv, 1,024 images x 64 positions
     assert f(131072, 4, 64) == "plain"
     assert f(2048, 64, 64) == "dyT_x" and f(131072, 64, 64) == "plain"
 
