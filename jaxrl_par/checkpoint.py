@@ -71,7 +71,8 @@ def load(path: str, template: Any,
                 f"checkpoint {path} holds {len(data.files) - 1} arrays but the state has "
                 f"{len(leaves)}: it was written by a different algorithm or config, or by "
                 "a jaxrl_par version whose state held other fields (e.g. PPO on continuous "
-                "actions before normalize_rewards; resume it with that version)"
+                "actions before normalize_rewards, whose state lacks its reward statistics: "
+                "resume it with normalize_rewards=false)"
             )
         restored = []
         for i, t in enumerate(leaves):

@@ -369,18 +369,53 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
     that field at its default; set to anything else, the field counts as changed."""
     algo = ppo.make(ppo.Config(total_timesteps=4 * 128 * 2))
     record = train_mod._config_record(algo)
-    defaults = train_mod._config_defaults(algo)
-    assert record["gae_method"] == defaults["gae_method"] == "auto"
+    absent = train_mod._absent_field_values(algo)
+    assert record["gae_method"] == absent[0]["gae_method"] == "auto"
     old = {k: v for k, v in record.items() if k != "gae_method"}  # written before the field
     meta = {"seeds": [0], "config": old}
-    train_mod._check_resumable("ckpt", meta, [0], record, defaults)
+    train_mod._check_resumable("ckpt", meta, [0], record, absent)
     other = train_mod._config_record(
         ppo.make(ppo.Config(total_timesteps=4 * 128 * 2, gae_method="scan")))
-    with pytest.raises(ValueError, match=r"gae_method=None there, 'scan' now"):
-        train_mod._check_resumable("ckpt", meta, [0], other, defaults)
+    with pytest.raises(ValueError, match=r"gae_method not recorded there, 'scan' now\): "
+                                         r"resume with the run's settings"):
+        train_mod._check_resumable("ckpt", meta, [0], other, absent)
     with pytest.raises(ValueError, match=r"gae_method='auto' there, 'scan' now"):
         train_mod._check_resumable("ckpt", {"seeds": [0], "config": record}, [0], other,
-                                   defaults)
+                                   absent)
+
+
+def test_a_run_recorded_before_normalize_rewards_loads_and_resumes_as_it_was(tmp_path):
+    """PPO on continuous actions before ``normalize_rewards`` existed trained without it
+    (its state has no reward statistics). A record that lacks the field loads with its
+    legacy value (False), and a resume that leaves it at "auto" is an error naming the
+    setting that continues the run."""
+    from jaxrl_par.runs import load_run
+
+    cfg = ppo.Config(env="ProbeContinuous-v0", num_envs=2, num_steps=8, num_minibatches=2,
+                     update_epochs=1, total_timesteps=2 * 8 * 3, normalize_rewards=False)
+    log = tmp_path / "run"
+    done = train(ppo.make(cfg), [0], log_dir=str(log), progress=False)
+    # Rewrite the run as an older version recorded it: no normalize_rewards field.
+    ckpt = log / "checkpoint.npz"
+    with np.load(ckpt) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    del meta["config"]["normalize_rewards"]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    with open(ckpt, "wb") as f:
+        np.savez(f, **arrays)
+
+    run = load_run(str(log))
+    assert run.algo.config.normalize_rewards is False
+    _assert_trees_equal(run.state, done.state)
+    with pytest.raises(ValueError, match=r"normalize_rewards not recorded there \(an older "
+                                         r"version, which behaved as False\), 'auto' now\): "
+                                         r"set normalize_rewards=False \(--set"):
+        train(ppo.make(dataclasses.replace(cfg, normalize_rewards="auto")), [0],
+              log_dir=str(log), resume=True, progress=False)
+    again = train(ppo.make(cfg), [0], log_dir=str(log), resume=True, progress=False)
+    assert again.updates_run == 0
+    _assert_trees_equal(again.state, done.state)
 
 
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +48,10 @@ LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "cl
 @dataclasses.dataclass(frozen=True)
 class Config:
     """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
+
+    #: Fields added since runs were first recorded, each with the value that reproduces
+    #: the behaviour of a run whose recorded config lacks it (see ``jaxrl_par.runs``).
+    LEGACY_VALUES: ClassVar[dict] = {"normalize_rewards": False}
 
     env: str = "CartPole-v1"
     num_envs: int = 4  # global: split over the data axis when sharded
