@@ -525,30 +525,33 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
     return runs.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
 
 
-def _absent_field_values(algo: Algorithm) -> tuple[dict, dict]:
-    """``(values, legacy)`` as JSON values like ``_config_record``'s: what each config
-    field counts as when a saved record lacks it (its ``LEGACY_VALUES`` entry, else its
-    default), and the ``LEGACY_VALUES`` entries alone."""
+def _absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
+    """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
+    JSON value like ``_config_record``'s, and the names in the config's
+    ``LEGACY_VALUES`` (see :func:`jaxrl_par.runs.legacy_values`)."""
     from jaxrl_par import runs
 
     cfg = algo.config
     if not dataclasses.is_dataclass(cfg):
-        return {}, {}
-    legacy = runs.legacy_values(type(cfg))
-    fields = {f.name: legacy.get(f.name, f.default) for f in dataclasses.fields(cfg)
-              if f.name in legacy or f.default is not dataclasses.MISSING}
-    as_json = lambda d: json.loads(json.dumps(_jsonable(d)))
-    return as_json(fields), as_json(legacy)
+        return {}, frozenset()
+    fields = {f.name: f.default for f in dataclasses.fields(cfg)
+              if f.default is not dataclasses.MISSING}
+    return json.loads(json.dumps(_jsonable(fields))), frozenset(runs.legacy_values(type(cfg)))
 
 
 def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
-                     absent: tuple[dict, dict] = ({}, {})) -> None:
+                     absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared). A field
-    that the saved record lacks (one added to the config class since) counts as
-    ``absent[0][field]`` (see :func:`_absent_field_values`): its default, or for a field in
-    the config's ``LEGACY_VALUES``, the value that reproduces the older run."""
-    values, legacy = absent
+    these seeds and config (checkpoints without a config record are not compared).
+
+    A field that the saved record lacks (one added to the config class since) counts as
+    unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
+    config's ``LEGACY_VALUES`` (``absent[1]``) is not compared: its default may behave as
+    the older version did or not (PPO's ``normalize_rewards="auto"`` is off for discrete
+    actions, on for continuous), and a value that does not shows as a state of another
+    structure when the checkpoint is read, an error that names the setting.
+    """
+    defaults, legacy = absent
     missing = object()
     if meta.get("seeds") != seeds:
         raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
@@ -556,25 +559,15 @@ def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
     saved = meta.get("config")
     if saved is None:
         return
-    changed, older = [], []
-    for k in sorted(set(saved) | set(record)):
-        if k in RESUMABLE_CHANGES:
-            continue
-        if k in saved:
-            if saved[k] != record.get(k):
-                changed.append(f"{k}={saved[k]!r} there, {record.get(k)!r} now")
-        elif record.get(k) != values.get(k, missing):
-            if k in legacy:
-                older.append(f"{k}={legacy[k]!r}")
-                changed.append(f"{k} not recorded there (an older version, which behaved as "
-                               f"{legacy[k]!r}), {record.get(k)!r} now")
-            else:
-                changed.append(f"{k} not recorded there, {record.get(k)!r} now")
+    changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
+               for k in sorted(set(saved) | set(record))
+               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
+               and not (k not in saved and (k in legacy
+                                            or record.get(k) == defaults.get(k, missing)))]
     if changed:
-        fix = (f"set {', '.join(older)} (--set FIELD=VALUE) to continue it, or "
-               if older else "resume with the run's settings (config.json beside it), or ")
         raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
-                         f"{fix}give a new log dir")
+                         "resume with the run's settings (config.json beside it), or give a "
+                         "new log dir")
 
 
 def _jsonable(x):

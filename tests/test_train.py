@@ -376,44 +376,51 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
     train_mod._check_resumable("ckpt", meta, [0], record, absent)
     other = train_mod._config_record(
         ppo.make(ppo.Config(total_timesteps=4 * 128 * 2, gae_method="scan")))
-    with pytest.raises(ValueError, match=r"gae_method not recorded there, 'scan' now\): "
-                                         r"resume with the run's settings"):
+    with pytest.raises(ValueError, match=r"gae_method=None there, 'scan' now"):
         train_mod._check_resumable("ckpt", meta, [0], other, absent)
     with pytest.raises(ValueError, match=r"gae_method='auto' there, 'scan' now"):
         train_mod._check_resumable("ckpt", {"seeds": [0], "config": record}, [0], other,
                                    absent)
 
 
-def test_a_run_recorded_before_normalize_rewards_loads_and_resumes_as_it_was(tmp_path):
-    """PPO on continuous actions before ``normalize_rewards`` existed trained without it
-    (its state has no reward statistics). A record that lacks the field loads with its
-    legacy value (False), and a resume that leaves it at "auto" is an error naming the
-    setting that continues the run."""
-    from jaxrl_par.runs import load_run
-
-    cfg = ppo.Config(env="ProbeContinuous-v0", num_envs=2, num_steps=8, num_minibatches=2,
-                     update_epochs=1, total_timesteps=2 * 8 * 3, normalize_rewards=False)
-    log = tmp_path / "run"
-    done = train(ppo.make(cfg), [0], log_dir=str(log), progress=False)
-    # Rewrite the run as an older version recorded it: no normalize_rewards field.
+def _as_recorded_before(log, field: str) -> None:
+    """Rewrites the run in ``log`` as an older version recorded it: without ``field``."""
     ckpt = log / "checkpoint.npz"
     with np.load(ckpt) as data:
         arrays = {k: data[k] for k in data.files}
     meta = json.loads(bytes(arrays["meta"]).decode())
-    del meta["config"]["normalize_rewards"]
+    del meta["config"][field]
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     with open(ckpt, "wb") as f:
         np.savez(f, **arrays)
 
+
+@pytest.mark.parametrize("env", ["ProbeContinuous-v0", "ProbeAction-v0"])
+def test_a_run_recorded_before_normalize_rewards_loads_and_resumes_as_it_was(tmp_path, env):
+    """PPO before ``normalize_rewards`` existed trained without it (no reward statistics
+    in its state). A record that lacks the field loads with its legacy value (False). A
+    resume at the default "auto" continues a discrete-action run (off there too); for
+    continuous actions it is an error that names the setting that continues the run."""
+    from jaxrl_par.runs import load_run
+
+    cfg = ppo.Config(env=env, num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1,
+                     total_timesteps=2 * 8 * 3, normalize_rewards=False)
+    log = tmp_path / "run"
+    done = train(ppo.make(cfg), [0], log_dir=str(log), progress=False)
+    _as_recorded_before(log, "normalize_rewards")
+
     run = load_run(str(log))
     assert run.algo.config.normalize_rewards is False
     _assert_trees_equal(run.state, done.state)
-    with pytest.raises(ValueError, match=r"normalize_rewards not recorded there \(an older "
-                                         r"version, which behaved as False\), 'auto' now\): "
-                                         r"set normalize_rewards=False \(--set"):
-        train(ppo.make(dataclasses.replace(cfg, normalize_rewards="auto")), [0],
-              log_dir=str(log), resume=True, progress=False)
-    again = train(ppo.make(cfg), [0], log_dir=str(log), resume=True, progress=False)
+    auto = ppo.make(dataclasses.replace(cfg, normalize_rewards="auto"))
+    if env == "ProbeContinuous-v0":
+        with pytest.raises(ValueError, match=r"before normalize_rewards, whose state lacks its "
+                                             r"reward statistics: resume it with "
+                                             r"normalize_rewards=false"):
+            train(auto, [0], log_dir=str(log), resume=True, progress=False)
+        again = train(ppo.make(cfg), [0], log_dir=str(log), resume=True, progress=False)
+    else:
+        again = train(auto, [0], log_dir=str(log), resume=True, progress=False)
     assert again.updates_run == 0
     _assert_trees_equal(again.state, done.state)
 
