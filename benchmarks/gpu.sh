@@ -28,6 +28,10 @@
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
 #                alone first (not in the default: on the H200 it printed nothing in 150 s)
 #   scaling      benchmarks/scaling.py (weak/strong/population)
+#   minatar      `jaxrl-par train ppo` on Breakout-MinAtar with its CNN torso at 64 and 1024
+#                envs, through the runner (seeds vmapped), as users run it (not in the
+#                default; on the CPU the CNN's weight gradient under that vmap was 1.5x
+#                slow until 2026-12-04's seventh session)
 #   continuous   benchmarks/continuous.py: PPO on Pendulum-v1, ours vs rejax, 8 seeds (not in
 #                the default)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
@@ -73,7 +77,7 @@ if ! "$PY" -c "import gymnax, six, rejax, flashbax" 2>/dev/null; then
     --target /tmp/site .whl/*.whl 2>&1 | tee -a "$LOG"
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
     --format=csv 2>/dev/null; nproc; } 2>&1 | tee -a "$LOG"
 "$PY" - <<'PYEOF' 2>&1 | tee -a "$LOG"
@@ -100,8 +104,10 @@ if [ -n "$QUICK" ]; then
   CAPS=(120 60 120 120 120)
   RCAP=(--capacities 65536 --kinds cartpole --repeats 2 --calls 3 --scan-length 8)
   AB_SETTINGS="CartPole-v1:4"; AB_ROUNDS=3
+  MINATAR_ENVS="8 16"; MINATAR_STEPS=4096
 else
   AB_SETTINGS="CartPole-v1:4,CartPole-v1:4096"; AB_ROUNDS=7
+  MINATAR_ENVS="64 1024"; MINATAR_STEPS=1e6
   # On the H200 (2026-12-04) each PPO setting took ~60-100 s with one compile round.
   PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096}"; PPO_REP=3
   BIG=(--set num_envs=2048 --set num_steps=64 --set num_minibatches=32 --total-timesteps 1e7)
@@ -149,6 +155,11 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
                --out "$DEST/scaling.json" ;;
     continuous) section continuous 120 "$PY" benchmarks/continuous.py \
                   ${QUICK:+--seeds 2 --total-timesteps 2e4} --out "$DEST/continuous.json" ;;
+    minatar) section minatar 150 bash -c '
+        for n in $2; do
+          echo "minatar ppo $n envs: $("$0" -m jaxrl_par train ppo --env Breakout-MinAtar \
+            --set num_envs=$n --total-timesteps $1 --no-progress --json 2>/dev/null | tail -1)"
+        done' "$PY" "$MINATAR_STEPS" "$MINATAR_ENVS" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
                      ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
                      --out "$DEST/actor_learner.json" ;;
