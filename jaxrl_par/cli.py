@@ -27,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="first seed (seeds are seed..seed+N-1)")
     t.add_argument("--total-timesteps", default=None,  # parsed as the Config's int field
                    help="environment steps per seed (e.g. 5e5)")
+    t.add_argument("--config", default=None, metavar="FILE",
+                   help="start from the Config fields in a JSON file: a run's config.json "
+                        "(its log dir) or an object of fields; --env, --total-timesteps and "
+                        "--set apply on top")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="set any Config field, e.g. --set num_envs=16 (repeatable)")
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
@@ -73,15 +77,53 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _config_file(path: str, algo: str) -> object:
+    """The ``algo`` Config that the JSON file at ``path`` describes: a run's
+    ``config.json`` (``{"config": {...}, "seeds": ...}``, as ``train`` writes it into its
+    log dir), a checkpoint's config record, or a plain object of Config fields. Fields it
+    leaves out keep their defaults; in a run's record (one that names its
+    ``config_class``), a field added since the run takes the value that version behaved
+    as (``Config.LEGACY_VALUES``)."""
+    import dataclasses
+
+    from jaxrl_par import runs
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--config {path}: cannot read a JSON object from it ({e})") from None
+    record = data.get("config", data) if isinstance(data, dict) else None
+    if not isinstance(record, dict):  # a ValueError: main reports those as usage errors
+        message = (f"--config {path}: expected a JSON object of Config fields, or a run's "
+                   "config.json")
+        raise ValueError(message)  # noqa: TRY004
+    recorded = "config_class" in record  # written by train, not by hand
+    module_name = algos.ALGORITHMS[algo][0]
+    record = {"config_class": f"{module_name}.Config", **record}
+    names = {m: n for n, (m, _) in algos.ALGORITHMS.items()}
+    owner = names.get(record["config_class"].rpartition(".")[0])
+    if owner != algo:
+        raise ValueError(f"--config {path} holds a {owner or record['config_class']} config, "
+                         f"not {algo}'s: train {owner} with it, or give a {algo} config")
+    fields = [f.name for f in dataclasses.fields(algos.get(algo).Config)]
+    unknown = sorted(set(record) - set(fields) - {"config_class"})
+    if unknown:
+        raise ValueError(f"--config {path}: unknown {algo} config field(s) {unknown}; valid "
+                         f"fields: {', '.join(fields)}")
+    return runs.config_from_record(record, legacy=recorded)[1]
+
+
 def _config(args) -> object:
     module = algos.get(args.algo)
+    base = module.Config() if args.config is None else _config_file(args.config, args.algo)
     overrides = list(args.overrides)
     if args.env is not None:
         overrides.append(f"env={args.env}")
     if args.total_timesteps is not None:
         overrides.append(f"total_timesteps={args.total_timesteps}")
     # dataclasses.replace re-runs __post_init__, so every override is validated.
-    return apply_overrides(module.Config(), overrides)
+    return apply_overrides(base, overrides)
 
 
 def _start_hosts(args) -> None:

@@ -51,13 +51,13 @@ def legacy_values(cls) -> dict:
     return dict(getattr(cls, "LEGACY_VALUES", {}))
 
 
-def config_from_record(record: dict) -> tuple[str, Any]:
+def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     """``(algorithm name, Config)`` from the ``config`` record a checkpoint holds.
 
     Lists become tuples where the field's default is a tuple (JSON has no tuples);
     ``axis_name`` is set to ``None`` (the state is rebuilt for one device). A field the
     record lacks takes its :func:`legacy_values` entry (how the version that wrote the
-    run behaved) if it has one, else its default.
+    run behaved) if it has one and ``legacy`` is set (a recorded run), else its default.
 
     Raises:
       ValueError: the record names no known algorithm, or fields its Config lacks.
@@ -75,7 +75,8 @@ def config_from_record(record: dict) -> tuple[str, Any]:
     if unknown:
         raise ValueError(f"the run's config has fields {unknown} that {class_path} lacks: it "
                          "was written by another version of jaxrl_par")
-    values = {**{k: v for k, v in legacy_values(cls).items() if k in fields}, **values}
+    if legacy:
+        values = {**{k: v for k, v in legacy_values(cls).items() if k in fields}, **values}
     for k, v in values.items():
         if isinstance(fields[k].default, tuple) and isinstance(v, list):
             values[k] = tuple(v)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import signal
@@ -161,6 +162,65 @@ def test_cli_list(capsys, monkeypatch):
 def test_cli_errors_are_clear(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def _cfg(argv):
+    from jaxrl_par.cli import _config, _parser
+    return _config(_parser().parse_args(argv))
+
+
+def test_cli_config_file_then_flags_on_top(tmp_path):
+    """--config takes a run's config.json (what train writes into its log dir) or a plain
+    object of fields; --env, --total-timesteps and --set apply on top of it."""
+    from jaxrl_par import train as train_mod
+
+    run_cfg = ppo.Config(env="Acrobot-v1", num_envs=8, hidden_sizes=(32, 32),
+                         learning_rate=1e-3, total_timesteps=8 * 128 * 3)
+    algo = ppo.make(run_cfg)
+    written = tmp_path / "config.json"  # as train writes it
+    written.write_text(json.dumps({"config": train_mod._config_record(algo), "seeds": [0],
+                                   "num_updates": 3, "data_shards": None}))
+    assert _cfg(["train", "ppo", "--config", str(written)]) == run_cfg
+    again = _cfg(["train", "ppo", "--config", str(written), "--set", "num_envs=16",
+                  "--total-timesteps", "16384", "--env", "CartPole-v1"])
+    assert again == dataclasses.replace(run_cfg, num_envs=16, total_timesteps=16384,
+                                        env="CartPole-v1")
+    plain = tmp_path / "plain.json"  # by hand: fields left out keep their defaults
+    plain.write_text(json.dumps({"num_envs": 16, "hidden_sizes": [128, 128], "gamma": 0.995}))
+    assert _cfg(["train", "ppo", "--config", str(plain)]) == ppo.Config(
+        num_envs=16, hidden_sizes=(128, 128), gamma=0.995)
+    # A run recorded before normalize_rewards existed trained without it.
+    older = {k: v for k, v in train_mod._config_record(algo).items() if k != "normalize_rewards"}
+    written.write_text(json.dumps({"config": older}))
+    assert _cfg(["train", "ppo", "--config", str(written)]) == dataclasses.replace(
+        run_cfg, normalize_rewards=False)
+
+
+def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
+    from jaxrl_par import train as train_mod
+
+    written = tmp_path / "config.json"
+    written.write_text(json.dumps({"config": train_mod._config_record(ppo.make(ppo.Config()))}))
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"num_envz": 3}))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{num_envs: 3")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    for argv, message in [
+        (["train", "dqn", "--config", str(written)],
+         (f"--config {written} holds a ppo config, not dqn's: train ppo with it, or give "
+          "a dqn config")),
+        (["train", "ppo", "--config", str(unknown)],
+         f"--config {unknown}: unknown ppo config field(s) ['num_envz']; valid fields: env, "),
+        (["train", "ppo", "--config", str(broken)], f"--config {broken}: cannot read a JSON"),
+        (["train", "ppo", "--config", str(listed)], "expected a JSON object of Config fields"),
+        (["train", "ppo", "--config", str(tmp_path / "none.json")], "cannot read a JSON"),
+        (["train", "ppo", "--config", str(written), "--set", "num_minibatches=5"],
+         "num_minibatches=5 does not divide"),
+    ]:
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,message", [
