@@ -218,8 +218,8 @@ def cmd_train(args) -> int:
         states = parallel.unreplicate(parallel.to_host(states))  # every process calls it
     if jax.process_index() != 0:  # only process 0 reports
         return 0
-    finals = result.final_returns()
-    finals = finals[~np.isnan(finals)]  # seeds that finished an episode
+    per_seed = result.final_returns()
+    finals = per_seed[~np.isnan(per_seed)]  # seeds that finished an episode
     env_steps = int(result.env_steps[-1]) if len(result.env_steps) else 0
     summary = {
         "algo": args.algo,
@@ -229,6 +229,7 @@ def cmd_train(args) -> int:
         # null, not NaN (which strict JSON readers reject), when no episode finished
         "final_return": float(np.mean(finals)) if finals.size else None,
         "final_return_std": float(np.std(finals)) if finals.size else None,
+        "final_returns": [None if np.isnan(x) else float(x) for x in per_seed],  # by seed
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
@@ -246,6 +247,7 @@ def cmd_train(args) -> int:
         returns = greedy_returns(algo, states, num_envs=args.eval_envs)
         summary["greedy_return"] = float(np.mean(returns))
         summary["greedy_return_std"] = float(np.std(returns))
+        summary["greedy_returns"] = [float(x) for x in returns]
         greedy = (f", greedy return {summary['greedy_return']:.1f} +- "
                   f"{summary['greedy_return_std']:.1f} ({args.eval_envs} episodes per seed)")
     speed = (f"{summary['steps_per_second']:,.0f} steps/s, compile "

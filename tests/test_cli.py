@@ -35,8 +35,11 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert os.listdir(tmp_path / "cache" / "jaxrl_par" / "xla")  # compiled programs kept
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
-                            "final_return_std", "steps_per_second", "compile_seconds",
-                            "greedy_return", "greedy_return_std"}
+                            "final_return_std", "final_returns", "steps_per_second",
+                            "compile_seconds", "greedy_return", "greedy_return_std",
+                            "greedy_returns"}
+    assert len(summary["final_returns"]) == 2
+    assert summary["final_return"] == pytest.approx(np.mean(summary["final_returns"]))
     assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1"
     assert summary["seeds"] == 2 and summary["env_steps"] == 20480
     assert summary["final_return"] > 9.0  # CartPole returns are at least ~9 steps
@@ -54,6 +57,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert summary["greedy_return"] == pytest.approx(float(np.mean(greedy)), rel=1e-6)
     assert summary["greedy_return_std"] == pytest.approx(float(np.std(greedy)), rel=1e-6,
                                                          abs=1e-9)
+    assert summary["greedy_returns"] == pytest.approx([float(x) for x in greedy], rel=1e-6)
     # The log dir alone rebuilds the same algorithm and state (`load_run`, `jaxrl-par eval`).
     run = load_run(str(log))
     assert (run.name, run.seeds, run.updates_done, run.data_shards) == (
@@ -296,6 +300,7 @@ def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
 
     summary = json.loads(out.strip().splitlines()[-1], parse_constant=reject)
     assert summary["final_return"] is None and summary["final_return_std"] is None
+    assert summary["final_returns"] == [None, None]
     assert "no episode finished yet" in err
 
 
