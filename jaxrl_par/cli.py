@@ -7,10 +7,11 @@ import json
 import os
 import signal
 import sys
+import threading
 
 import numpy as np
 
-from jaxrl_par import algos  # no gymnax here: hosts must join before it is imported
+from jaxrl_par import algos, interrupt  # no gymnax here: hosts must join before it is imported
 from jaxrl_par.algos.config import apply_overrides
 
 
@@ -339,7 +340,23 @@ def _env_details(env_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit code.
+
+    A Ctrl-C or SIGTERM while nothing is in flight (importing, compiling, evaluating)
+    stops the command with a line instead of a traceback, and exit code 130 or 143;
+    during training the runner finishes its chunk first (``jaxrl_par.interrupt``).
+    SIGTERM raises here instead of killing the process (``interrupt.raise_terminated``),
+    so that cleanup runs: a log dir that the run created and did not write to is removed
+    again.
+    """
     args = _parser().parse_args(argv)
+    previous = None
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        previous = signal.signal(signal.SIGTERM, interrupt.raise_terminated)
+    log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
+    kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
+            "checkpoint)" if log_dir else "")
     try:
         if args.command == "train":
             return cmd_train(args)
@@ -349,6 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FloatingPointError, FileNotFoundError) as e:
         print(f"jaxrl-par: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\njaxrl-par: stopped by Ctrl-C{kept}", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except interrupt.Terminated:
+        print(f"\njaxrl-par: stopped by SIGTERM{kept}", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

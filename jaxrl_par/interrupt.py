@@ -21,6 +21,19 @@ from typing import Self
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+class Terminated(Exception):
+    """Raised by :func:`raise_terminated`: SIGTERM arrived while no chunk was in flight."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """A SIGTERM handler for a program's main thread outside training (imports, compiling,
+    evaluating): raises :class:`Terminated`, so that cleanup runs and the program can say
+    what stopped it. Within :class:`GracefulStop` the first SIGTERM finishes the chunk
+    instead, and the second ends the process at once, as SIGTERM's default action does
+    (this handler could only run once the compiled call in flight returned)."""
+    raise Terminated
+
+
 def message(signum: int) -> str:
     """What the first ``signum`` prints: what happens now, and how to stop at once."""
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -62,12 +75,14 @@ class GracefulStop:
         del frame
         self.requested = True
         self.signum = signum
-        self._restore()  # the next signal acts as before
+        self._restore(after_signal=True)  # the next signal acts as before
         print(message(signum), file=sys.stderr, flush=True)
 
-    def _restore(self) -> None:
+    def _restore(self, after_signal: bool = False) -> None:
         for signum, previous in self._previous.items():
             if signal.getsignal(signum) == self._handle:
+                if after_signal and previous is raise_terminated:
+                    previous = signal.SIG_DFL  # the next SIGTERM ends the process at once
                 signal.signal(signum, previous)
         self._previous = {}
 

@@ -280,6 +280,30 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
     assert "the same command with --resume continues" in err
 
 
+@pytest.mark.parametrize("signum,code,name", [(signal.SIGINT, 130, "Ctrl-C"),
+                                              (signal.SIGTERM, 143, "SIGTERM")])
+def test_cli_stopped_while_compiling_says_so_and_cleans_up(tmp_path, signum, code, name):
+    """Ctrl-C or SIGTERM before training starts (here: while compiling) stops the command
+    with one line, no traceback, the shell's exit code, and no log dir left behind (the
+    run had not written to it). SIGTERM used to end the process with no word and leave
+    the dir with its lock file."""
+    log = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxrl_par", "train", "ppo", "--no-compile-cache",
+         "--log-dir", str(log)],
+        cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen = ""
+    while "compiling" not in seen:  # printed, flushed, just before the compile starts
+        ch = proc.stderr.read(1)
+        assert ch, f"the run ended before compiling: {seen}"
+        seen += ch
+    proc.send_signal(signum)
+    err = seen + proc.stderr.read()
+    assert proc.wait(timeout=120) == code, err
+    assert f"jaxrl-par: stopped by {name}" in err and "Traceback" not in err
+    assert not log.exists()
+
+
 def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
     """A run too short for any episode to end has no final return: null in the JSON
     (it printed NaN, which strict JSON readers reject) and said so in words."""

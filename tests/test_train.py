@@ -259,6 +259,25 @@ def test_sigterm_finishes_the_running_chunk_like_ctrl_c(tmp_path, default_sigter
     assert not resumed.interrupted and resumed.stop_signal is None
 
 
+def test_graceful_stop_hands_back_a_raising_sigterm_handler_as_sigterms_default(
+        default_sigterm):
+    """The CLI's SIGTERM handler raises (``interrupt.raise_terminated``), which could only
+    run once a compiled call returned. Within a GracefulStop it is restored on a normal
+    exit, but after a first SIGTERM the default comes back, so a second ends the process
+    at once."""
+    from jaxrl_par import interrupt
+
+    signal.signal(signal.SIGTERM, interrupt.raise_terminated)
+    with interrupt.GracefulStop():
+        assert signal.getsignal(signal.SIGTERM) is not interrupt.raise_terminated
+    assert signal.getsignal(signal.SIGTERM) is interrupt.raise_terminated
+    with interrupt.GracefulStop() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_resume_after_a_kill_that_cut_the_metrics_mid_line(tmp_path):
     """A kill while metrics.jsonl was being appended leaves a half line past the
     checkpoint's updates: resuming drops it, as it drops whole rows written after the
