@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -83,6 +84,57 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     if "axis_name" in fields:
         values["axis_name"] = None
     return names[module_name], cls(**values)
+
+
+def metrics_rows(path: str, n_updates: int | None = None) -> list[tuple[str, dict]]:
+    """``(line, record)`` of each row of a ``metrics.jsonl`` (one row per update, every
+    seed's value in a list), up to update ``n_updates`` (all if None). It stops at a line
+    cut short (a process killed while writing it: rows are appended before the checkpoint
+    is saved, so such a line is past the checkpoint's updates)."""
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if n_updates is not None and rec["update"] > n_updates:
+                break
+            rows.append((line, rec))
+    return rows
+
+
+def metrics_columns(rows: list[tuple[str, dict]]) -> dict[str, np.ndarray]:
+    """``{metric: [S, U] float32}`` from :func:`metrics_rows` (NaN where a row has null,
+    e.g. no episode finished in that update)."""
+    cols: dict[str, list] = {}
+    for _, rec in rows:
+        for k, v in rec.items():
+            if k not in ("update", "env_steps"):
+                cols.setdefault(k, []).append([np.nan if x is None else x for x in v])
+    return {k: np.asarray(v, np.float32).T for k, v in cols.items()}
+
+
+def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``(env_steps [U], {metric: [S, U]})``: the learning curves a run logged to
+    ``log_dir/metrics.jsonl`` (a CLI run's ``--log-dir`` too), e.g. to plot
+    ``env_steps`` against ``metrics["episode_return"].T``. Reads only; a run still
+    training may be read as it goes.
+
+    Raises:
+      FileNotFoundError: ``log_dir`` holds no ``metrics.jsonl``.
+    """
+    from jaxrl_par.train import METRICS
+
+    path = os.path.join(log_dir, METRICS)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist: give the log dir of a run trained "
+                                "with --log-dir (log_dir=...)")
+    rows = metrics_rows(path)
+    env_steps = np.asarray([rec["env_steps"] for _, rec in rows], np.int64)
+    return env_steps, metrics_columns(rows)
 
 
 def _split_axis(local: tuple[int, ...], full: tuple[int, ...], d: int) -> int | None:

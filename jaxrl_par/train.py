@@ -592,26 +592,14 @@ def _append_rows(path, rows, first_update, steps_per_update):
 
 
 def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.ndarray]]:
-    """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays."""
+    """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays
+    and, with ``rewrite``, drops the rows written after the checkpoint."""
+    from jaxrl_par import runs
+
     if not os.path.exists(path):
         return {}
-    cols: dict[str, list] = {}
-    kept = []
-    with open(path) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                # A line cut short by a kill while it was written. Rows are appended
-                # before the checkpoint is saved, so it is past the checkpoint's updates.
-                break
-            if rec["update"] > n_updates:
-                break
-            kept.append(line)
-            for k, v in rec.items():
-                if k not in ("update", "env_steps"):
-                    cols.setdefault(k, []).append([np.nan if x is None else x for x in v])
+    rows = runs.metrics_rows(path, n_updates)
     if rewrite:
         with open(path, "w") as f:  # drop rows written after the checkpoint
-            f.writelines(kept)
-    return {k: [np.asarray(v, np.float32).T] for k, v in cols.items()}
+            f.writelines(line for line, _ in rows)
+    return {k: [v] for k, v in runs.metrics_columns(rows).items()}

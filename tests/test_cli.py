@@ -14,7 +14,7 @@ from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
 from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.runs import config_from_record, load_run
+from jaxrl_par.runs import config_from_record, load_run, read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,6 +76,13 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
 def test_load_run_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint.npz does not exist"):
         load_run(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl does not exist"):
+        read_metrics(str(tmp_path))
+    (tmp_path / "metrics.jsonl").write_text(  # a second row cut short by a kill
+        '{"update": 1, "env_steps": 8, "loss": [0.5, null]}\n{"update": 2, "env_st')
+    env_steps, metrics = read_metrics(str(tmp_path))
+    assert env_steps.tolist() == [8] and metrics["loss"].shape == (2, 1)
+    assert metrics["loss"][0, 0] == 0.5 and np.isnan(metrics["loss"][1, 0])
     record = {"config_class": "jaxrl_par.algos.ppo.Config", "env": "CartPole-v1",
               "num_envz": 3}
     with pytest.raises(ValueError, match=r"fields \['num_envz'\] that .*ppo.Config lacks"):

@@ -27,7 +27,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     assert code.count(BUDGET) == 1 and code.count(SECOND_TRAIN) == 1
     code = code.replace(BUDGET, "total_timesteps=4 * 128 * 6")  # 6 updates
     first, rest = code.split(SECOND_TRAIN)
-    second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runs import load_run")
+    second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runs import")
     monkeypatch.chdir(tmp_path)  # the example writes runs/cartpole
     # Count compiles from a cold program cache, so no earlier test's program is reused.
     monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
@@ -45,7 +45,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     before = len(compiled)
     exec(second, ns)  # noqa: S102
     assert len(compiled) == before  # "same algo object and seed count: no recompile"
-    exec("from jaxrl_par.runs import load_run" + last, ns)  # noqa: S102
+    exec("from jaxrl_par.runs import" + last, ns)  # noqa: S102
 
     result, run = ns["result"], ns["run"]
     updates = ns["algo"].num_updates
@@ -59,3 +59,6 @@ def test_readme_python_example(tmp_path, monkeypatch):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     greedy = ns["greedy_returns"](run.algo, run.state)
     assert greedy.shape == (4,)
+    np.testing.assert_array_equal(ns["env_steps"], result.env_steps)  # the logged curves
+    np.testing.assert_array_equal(ns["metrics"]["episode_return"], result.returns)
+    np.testing.assert_array_equal(ns["metrics"]["loss"], result.metrics["loss"])
