@@ -565,9 +565,10 @@ def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
                and not (k not in saved and (k in legacy
                                             or record.get(k) == defaults.get(k, missing)))]
     if changed:
+        config_json = os.path.join(os.path.dirname(path), "config.json")
         raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
-                         "resume with the run's settings (config.json beside it), or give a "
-                         "new log dir")
+                         f"resume with the run's settings ({config_json}; the CLI takes "
+                         f"them as --config {config_json}), or give a new log dir")
 
 
 def _jsonable(x):

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -323,8 +324,11 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     monkeypatch.setattr(jax.stages.Lowered, "compile", no_compile)
     longer = dataclasses.replace(TOY, total_timesteps=2 * TOY.total_timesteps,
                                  learning_rate=0.1)
+    config_json = re.escape(os.path.join(log, "config.json"))
     with pytest.raises(ValueError, match=r"learning_rate=0.05 there, 0.1 now; "
-                                         r"total_timesteps=368 there, 736 now"):
+                                         r"total_timesteps=368 there, 736 now\): resume "
+                                         rf"with the run's settings \({config_json}; the "
+                                         rf"CLI takes them as --config {config_json}\)"):
         train(toy_algo.make(longer), [0, 1], log_dir=log, resume=True, progress=False)
     with pytest.raises(ValueError, match=r"holds seeds \[0, 1\], this run asks for \[0, 2\]"):
         train(toy_algo.make(TOY), [0, 2], log_dir=log, resume=True, progress=False)
