@@ -24,8 +24,11 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train an algorithm on an environment")
     t.add_argument("algo", help=f"one of: {', '.join(sorted(algos.ALGORITHMS))}")
     t.add_argument("--env", default=None, help="environment id (default: the algorithm's)")
-    t.add_argument("--seeds", type=int, default=1, help="number of seeds, trained as one vmapped batch")
-    t.add_argument("--seed", type=int, default=0, help="first seed (seeds are seed..seed+N-1)")
+    t.add_argument("--seeds", type=int, default=None,
+                   help="number of seeds, trained as one vmapped batch (default 1, or the "
+                        "seeds of the run whose config.json --config names)")
+    t.add_argument("--seed", type=int, default=None,
+                   help="first seed (seeds are seed..seed+N-1; default 0)")
     t.add_argument("--total-timesteps", default=None,  # parsed as the Config's int field
                    help="environment steps per seed (e.g. 5e5)")
     t.add_argument("--config", default=None, metavar="FILE",
@@ -115,6 +118,20 @@ def _config_file(path: str, algo: str) -> object:
     return runs.config_from_record(record, legacy=recorded)[1]
 
 
+def _seeds(args) -> list[int]:
+    """``--seed``..``--seed + --seeds - 1``; with neither given and ``--config`` naming a
+    run's config.json, that run's seeds (so ``--config D/config.json --log-dir D
+    --resume`` continues it as it was), else ``[0]``."""
+    if args.seed is None and args.seeds is None and args.config is not None:
+        with open(args.config) as f:  # read once already by _config_file
+            data = json.load(f)
+        recorded = data.get("seeds") if isinstance(data, dict) else None
+        if isinstance(recorded, list) and recorded:
+            return [int(x) for x in recorded]
+    first = 0 if args.seed is None else args.seed
+    return list(range(first, first + (1 if args.seeds is None else args.seeds)))
+
+
 def _config(args) -> object:
     module = algos.get(args.algo)
     base = module.Config() if args.config is None else _config_file(args.config, args.algo)
@@ -180,7 +197,7 @@ def cmd_train(args) -> int:
     if args.eval_envs < 0:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
                          "no evaluation")
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds={args.seeds}: give the number of seeds to train, >= 1 "
                          "(--seed sets the first one)")
     if args.chunks < 1:
@@ -203,7 +220,7 @@ def cmd_train(args) -> int:
     if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
         cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
     algo = module.make(cfg)
-    seeds = list(range(args.seed, args.seed + args.seeds))
+    seeds = _seeds(args)
     mesh_kw = {"devices": args.devices, "pop": args.pop or 1,
                "debug_replication": args.debug_replication} if sharded else {}
     if not args.no_compile_cache:

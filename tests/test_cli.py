@@ -200,6 +200,14 @@ def test_cli_config_file_then_flags_on_top(tmp_path):
     plain.write_text(json.dumps({"num_envs": 16, "hidden_sizes": [128, 128], "gamma": 0.995}))
     assert _cfg(["train", "ppo", "--config", str(plain)]) == ppo.Config(
         num_envs=16, hidden_sizes=(128, 128), gamma=0.995)
+    # Seeds: the run's own unless --seed or --seeds is given (a plain file has none).
+    from jaxrl_par.cli import _parser, _seeds
+    written.write_text(json.dumps({"config": train_mod._config_record(algo), "seeds": [3, 4]}))
+    seeds = lambda *flags: _seeds(_parser().parse_args(["train", "ppo", *flags]))
+    assert seeds("--config", str(written)) == [3, 4]
+    assert seeds("--config", str(written), "--seed", "7") == [7]
+    assert seeds("--config", str(written), "--seeds", "2") == [0, 1]
+    assert seeds("--config", str(plain)) == [0] and seeds() == [0]
     # A run recorded before normalize_rewards existed trained without it.
     older = {k: v for k, v in train_mod._config_record(algo).items() if k != "normalize_rewards"}
     written.write_text(json.dumps({"config": older}))
