@@ -123,7 +123,7 @@ def _seeds(args) -> list[int]:
     run's config.json, that run's seeds (so ``--config D/config.json --log-dir D
     --resume`` continues it as it was), else ``[0]``."""
     if args.seed is None and args.seeds is None and args.config is not None:
-        with open(args.config) as f:  # read once already by _config_file
+        with open(args.config) as f:  # _config_file has checked it
             data = json.load(f)
         recorded = data.get("seeds") if isinstance(data, dict) else None
         if isinstance(recorded, list) and recorded:
@@ -368,7 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     previous = None
-    if (threading.current_thread() is threading.main_thread()
+    # Not on several hosts: there GracefulStop is off too, and SIGTERM keeps its default
+    # (the process ends at once, not after the compiled call in flight).
+    multi_host = args.command == "train" and (
+        args.coordinator or args.num_processes is not None or args.process_id is not None)
+    if (not multi_host and threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
         previous = signal.signal(signal.SIGTERM, interrupt.raise_terminated)
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None

@@ -303,8 +303,13 @@ def test_cli_stopped_while_compiling_says_so_and_cleans_up(tmp_path, signum, cod
     run had not written to it). SIGTERM used to end the process with no word and leave
     the dir with its lock file."""
     log = tmp_path / "run"
+    # pytest-xdist's workers ignore SIGINT, and a child inherits that: the child gives
+    # Python's Ctrl-C handler back first, as a shell's foreground command has it.
+    child = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+             "signal.default_int_handler); sys.argv = ['jaxrl-par'] + sys.argv[1:]; "
+             "runpy.run_module('jaxrl_par', run_name='__main__')")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxrl_par", "train", "ppo", "--no-compile-cache",
+        [sys.executable, "-c", child, "train", "ppo", "--no-compile-cache",
          "--log-dir", str(log)],
         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     seen = ""
