@@ -103,14 +103,15 @@ def _config_file(path: str, algo: str) -> object:
                    "config.json")
         raise ValueError(message)  # noqa: TRY004
     recorded = "config_class" in record  # written by train, not by hand
-    module_name = algos.ALGORITHMS[algo][0]
-    record = {"config_class": f"{module_name}.Config", **record}
-    names = {m: n for n, (m, _) in algos.ALGORITHMS.items()}
-    owner = names.get(record["config_class"].rpartition(".")[0])
+    record = {"config_class": f"{algos.ALGORITHMS[algo][0]}.Config", **record}
+    try:
+        owner, cls = runs.config_class(record)
+    except ValueError as e:
+        raise ValueError(f"--config {path}: {e}") from None
     if owner != algo:
-        raise ValueError(f"--config {path} holds a {owner or record['config_class']} config, "
-                         f"not {algo}'s: train {owner} with it, or give a {algo} config")
-    fields = [f.name for f in dataclasses.fields(algos.get(algo).Config)]
+        raise ValueError(f"--config {path} holds a {owner} config, not {algo}'s: train "
+                         f"{owner} with it, or give a {algo} config")
+    fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(record) - set(fields) - {"config_class"})
     if unknown:
         raise ValueError(f"--config {path}: unknown {algo} config field(s) {unknown}; valid "
@@ -144,13 +145,19 @@ def _config(args) -> object:
     return apply_overrides(base, overrides)
 
 
+def _multi_host(args) -> bool:
+    """Whether ``train``'s arguments ask to join a multi-host run."""
+    return args.command == "train" and bool(
+        args.coordinator or args.num_processes is not None or args.process_id is not None)
+
+
 def _start_hosts(args) -> None:
     """Joins a multi-host run before anything touches a device."""
     from jaxrl_par import parallel
 
     if args.coordinator == "auto":
         parallel.initialize()
-    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
+    elif _multi_host(args):
         parallel.initialize(args.coordinator, args.num_processes, args.process_id)
 
 
@@ -370,9 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = None
     # Not on several hosts: there GracefulStop is off too, and SIGTERM keeps its default
     # (the process ends at once, not after the compiled call in flight).
-    multi_host = args.command == "train" and (
-        args.coordinator or args.num_processes is not None or args.process_id is not None)
-    if (not multi_host and threading.current_thread() is threading.main_thread()
+    if (not _multi_host(args) and threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
         previous = signal.signal(signal.SIGTERM, interrupt.raise_terminated)
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None

@@ -52,6 +52,22 @@ def legacy_values(cls) -> dict:
     return dict(getattr(cls, "LEGACY_VALUES", {}))
 
 
+def config_class(record: dict) -> tuple[str, type]:
+    """``(algorithm name, Config class)`` that a config record names in its
+    ``config_class`` field.
+
+    Raises:
+      ValueError: the record names no jaxrl_par algorithm's Config.
+    """
+    class_path = record.get("config_class", "")
+    module_name, _, class_name = class_path.rpartition(".")
+    names = {module: name for name, (module, _) in algos.ALGORITHMS.items()}
+    if module_name not in names:
+        raise ValueError(f"config_class {class_path!r} is not a jaxrl_par algorithm's Config "
+                         f"(known: {sorted(m + '.Config' for m in names)})")
+    return names[module_name], getattr(importlib.import_module(module_name), class_name)
+
+
 def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     """``(algorithm name, Config)`` from the ``config`` record a checkpoint holds.
 
@@ -63,13 +79,8 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     Raises:
       ValueError: the record names no known algorithm, or fields its Config lacks.
     """
-    class_path = record.get("config_class", "")
-    module_name, _, class_name = class_path.rpartition(".")
-    names = {module: name for name, (module, _) in algos.ALGORITHMS.items()}
-    if module_name not in names:
-        raise ValueError(f"config_class {class_path!r} is not a jaxrl_par algorithm's Config "
-                         f"(known: {sorted(m + '.Config' for m in names)})")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    name, cls = config_class(record)
+    class_path = record["config_class"]
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = {k: v for k, v in record.items() if k != "config_class"}
     unknown = sorted(set(values) - set(fields))
@@ -83,7 +94,7 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
             values[k] = tuple(v)
     if "axis_name" in fields:
         values["axis_name"] = None
-    return names[module_name], cls(**values)
+    return name, cls(**values)
 
 
 def metrics_rows(path: str, n_updates: int | None = None) -> list[tuple[str, dict]]:

@@ -226,6 +226,8 @@ def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
     broken.write_text("{num_envs: 3")
     listed = tmp_path / "list.json"
     listed.write_text("[1, 2]")
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"config_class": "os.system", "env": "CartPole-v1"}))
     for argv, message in [
         (["train", "dqn", "--config", str(written)],
          (f"--config {written} holds a ppo config, not dqn's: train ppo with it, or give "
@@ -234,6 +236,8 @@ def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
          f"--config {unknown}: unknown ppo config field(s) ['num_envz']; valid fields: env, "),
         (["train", "ppo", "--config", str(broken)], f"--config {broken}: cannot read a JSON"),
         (["train", "ppo", "--config", str(listed)], "expected a JSON object of Config fields"),
+        (["train", "ppo", "--config", str(foreign)],
+         f"--config {foreign}: config_class 'os.system' is not a jaxrl_par algorithm's Config"),
         (["train", "ppo", "--config", str(tmp_path / "none.json")], "cannot read a JSON"),
         (["train", "ppo", "--config", str(written), "--set", "num_minibatches=5"],
          "num_minibatches=5 does not divide"),
