@@ -348,12 +348,7 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
         assert f.read() == logged
     # A checkpoint from another device layout: only jaxrl_par.algos' algorithms (whose
     # one-device layout is known) can change layout; the toy cannot.
-    path = os.path.join(log, "checkpoint.npz")
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    meta = train_mod.checkpoint.read_meta(path)
-    arrays["meta"] = np.frombuffer(json.dumps({**meta, "data_shards": 2}).encode(), np.uint8)
-    np.savez(path, **arrays)
+    _rewrite_meta(os.path.join(log, "checkpoint.npz"), lambda meta: {**meta, "data_shards": 2})
     with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
                                          r"is on one device \(no mesh\), and only"):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
@@ -406,16 +401,22 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
                                    absent)
 
 
-def _as_recorded_before(log, field: str) -> None:
-    """Rewrites the run in ``log`` as an older version recorded it: without ``field``."""
-    ckpt = log / "checkpoint.npz"
-    with np.load(ckpt) as data:
+def _rewrite_meta(path, edit) -> None:
+    """Rewrites the checkpoint at ``path`` with its JSON meta replaced by ``edit(meta)``
+    (the arrays as they are), e.g. to make it look written by another run."""
+    with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
     meta = json.loads(bytes(arrays["meta"]).decode())
-    del meta["config"][field]
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    with open(ckpt, "wb") as f:
+    arrays["meta"] = np.frombuffer(json.dumps(edit(meta)).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
         np.savez(f, **arrays)
+
+
+def _as_recorded_before(log, field: str) -> None:
+    """Rewrites the run in ``log`` as an older version recorded it: without ``field``."""
+    _rewrite_meta(log / "checkpoint.npz",
+                  lambda meta: {**meta, "config": {k: v for k, v in meta["config"].items()
+                                                   if k != field}})
 
 
 @pytest.mark.parametrize("env", ["ProbeContinuous-v0", "ProbeAction-v0"])
