@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
                         "--set apply on top")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="set any Config field, e.g. --set num_envs=16 (repeatable)")
+    t.add_argument("--sweep", action="append", default=[], metavar="FIELD=V1,V2,...",
+                   help="train every seed at every value (repeatable: the grid of all "
+                        "given fields) as one vmapped batch, e.g. --sweep "
+                        "learning_rate=1e-3,2.5e-4; prints a table of final returns per "
+                        "point. FIELD is one of the Config's sweepable fields (the "
+                        "learning rate, discount, loss coefficients...; any other "
+                        "lists them)")
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
@@ -81,6 +88,69 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sweepable(algo: str) -> tuple[str, ...]:
+    """The Config fields of ``algo`` that ``--sweep`` can vary (without importing jax)."""
+    import importlib
+
+    return getattr(importlib.import_module(algos.ALGORITHMS[algo][0]).Config, "SWEEPABLE", ())
+
+
+def _sweep_values(items: list[str]) -> dict[str, list[float]]:
+    """``{field: [values]}`` from ``--sweep field=v1,v2,...`` strings."""
+    values: dict[str, list[float]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise ValueError(f"--sweep expects FIELD=V1,V2,..., got {item!r}")
+        if name in values:
+            raise ValueError(f"--sweep {name} is given twice; list all its values in one "
+                             f"--sweep {name}=V1,V2,...")
+        try:
+            values[name] = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"--sweep {item!r}: the values must be numbers separated by "
+                             "commas") from None
+    return values
+
+
+def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
+    """``(cfg, seeds, hparams)`` of the run: with ``--sweep``, the config with the swept
+    fields added to ``sweep`` and every seed at every point of the grid
+    (:func:`jaxrl_par.algos.hyper.grid`); without, the seeds and (from a run's
+    config.json given as ``--config``) that run's swept values."""
+    import dataclasses
+
+    from jaxrl_par.algos import hyper
+
+    seeds = _seeds(args)
+    values = _sweep_values(args.sweep)
+    if not values:
+        return cfg, seeds, _recorded(args, "hparams")
+    allowed = _sweepable(args.algo)
+    if not allowed:
+        raise ValueError(f"--sweep: {args.algo} has no sweepable fields yet (ppo and dqn do)")
+    unknown = [name for name in values if name not in allowed]
+    if unknown:
+        raise ValueError(f"--sweep {unknown[0]}: not a sweepable {args.algo} field; "
+                         f"sweepable: {', '.join(allowed)}")
+    swept = tuple(cfg.sweep) + tuple(n for n in values if n not in cfg.sweep)
+    cfg = dataclasses.replace(cfg, sweep=swept)
+    if args.seed is None and args.seeds is None and _recorded(args, "hparams"):
+        seeds = list(dict.fromkeys(seeds))  # a swept run's lanes repeat its seeds
+    seeds, hparams = hyper.grid(seeds, **values)
+    return cfg, seeds, hparams
+
+
+def _recorded(args, key: str):
+    """``key`` of the run's config.json that ``--config`` names (None if it has none)."""
+    if args.config is None:
+        return None
+    with open(args.config) as f:  # _config_file has checked it
+        data = json.load(f)
+    return data.get(key) if isinstance(data, dict) and key in data else None
+
+
 def _config_file(path: str, algo: str) -> object:
     """The ``algo`` Config that the JSON file at ``path`` describes: a run's
     ``config.json`` (``{"config": {...}, "seeds": ...}``, as ``train`` writes it into its
@@ -123,10 +193,8 @@ def _seeds(args) -> list[int]:
     """``--seed``..``--seed + --seeds - 1``; with neither given and ``--config`` naming a
     run's config.json, that run's seeds (so ``--config D/config.json --log-dir D
     --resume`` continues it as it was), else ``[0]``."""
-    if args.seed is None and args.seeds is None and args.config is not None:
-        with open(args.config) as f:  # _config_file has checked it
-            data = json.load(f)
-        recorded = data.get("seeds") if isinstance(data, dict) else None
+    if args.seed is None and args.seeds is None:
+        recorded = _recorded(args, "seeds")
         if isinstance(recorded, list) and recorded:
             return [int(x) for x in recorded]
     first = 0 if args.seed is None else args.seed
@@ -199,6 +267,7 @@ def cmd_train(args) -> int:
     import jax
 
     from jaxrl_par import axes
+    from jaxrl_par.algos import hyper
     from jaxrl_par.train import train
 
     if args.eval_envs < 0:
@@ -226,8 +295,8 @@ def cmd_train(args) -> int:
     sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
     if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
         cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
+    cfg, seeds, hparams = _lanes(args, cfg)
     algo = module.make(cfg)
-    seeds = _seeds(args)
     mesh_kw = {"devices": args.devices, "pop": args.pop or 1,
                "debug_replication": args.debug_replication} if sharded else {}
     if not args.no_compile_cache:
@@ -235,7 +304,8 @@ def cmd_train(args) -> int:
     if args.actor_learner:
         mesh_kw = {"actor_learner": True}
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
-                   resume=args.resume, progress=not args.no_progress, **mesh_kw)
+                   resume=args.resume, progress=not args.no_progress, hparams=hparams,
+                   **mesh_kw)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -255,6 +325,8 @@ def cmd_train(args) -> int:
         "final_return": float(np.mean(finals)) if finals.size else None,
         "final_return_std": float(np.std(finals)) if finals.size else None,
         "final_returns": [None if np.isnan(x) else float(x) for x in per_seed],  # by seed
+        **({"hparams": {k: hyper.to_floats(v) for k, v in result.hparams.items()}}
+           if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
@@ -285,6 +357,9 @@ def cmd_train(args) -> int:
         f"{greedy}, {speed}",
         file=sys.stderr if args.json else sys.stdout,
     )
+    if result.hparams:
+        summary["sweep"] = _sweep_table(result.hparams, per_seed, seeds,
+                                        sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(summary))
     if result.interrupted:
@@ -294,6 +369,35 @@ def cmd_train(args) -> int:
               file=sys.stderr)
         return 128 + stop_signal  # a shell's code: 130 for SIGINT, 143 for SIGTERM
     return 0
+
+
+def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out) -> list[dict]:
+    """Prints the final return of each point of a sweep (mean +- std over its seeds) and
+    the best point; returns the rows for the JSON summary."""
+    from jaxrl_par.algos import hyper
+
+    rows = []
+    for values, lanes in hyper.points(hparams, len(per_lane)):
+        finished = per_lane[lanes][~np.isnan(per_lane[lanes])]
+        rows.append({"hparams": values, "seeds": [seeds[i] for i in lanes],
+                     "final_return": float(np.mean(finished)) if finished.size else None,
+                     "final_return_std": float(np.std(finished)) if finished.size else None})
+    names = list(hparams)
+    width = [max(len(n), 10) for n in names]
+    print("  ".join(n.ljust(w) for n, w in zip(names, width)) + "  final return (seeds)",
+          file=out)
+    for row in rows:
+        cells = "  ".join(f"{row['hparams'][n]:<{w}.4g}" for n, w in zip(names, width))
+        result = ("no episode finished" if row["final_return"] is None else
+                  f"{row['final_return']:.1f} +- {row['final_return_std']:.1f}")
+        print(f"{cells}  {result} ({len(row['seeds'])})", file=out)
+    scored = [r for r in rows if r["final_return"] is not None]
+    if scored:
+        best = max(scored, key=lambda r: r["final_return"])
+        print("best: " + " ".join(f"{n}={best['hparams'][n]:.4g}" for n in names)
+              + f" ({best['final_return']:.1f}); train it alone with "
+              + " ".join(f"--set {n}={best['hparams'][n]:.6g}" for n in names), file=out)
+    return rows
 
 
 def cmd_eval(args) -> int:

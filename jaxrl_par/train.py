@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
+from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.precision import float32
 
@@ -94,6 +95,8 @@ class TrainResult:
       metrics: ``name -> [S, U]`` per-update metrics of every seed.
       env_steps: ``[U]`` environment steps of one seed after each update.
       seeds: the seeds, in the order of the leading axis.
+      hparams: ``name -> [S]`` float32 values of each swept hyperparameter per lane
+        (``train(..., hparams=...)``; empty when the algorithm sweeps nothing).
       compile_seconds: time to compile the init and chunk functions (near zero when
         they were reused from an earlier run of the same algorithm object).
       train_seconds: wall time of the training loop, compilation excluded.
@@ -118,6 +121,7 @@ class TrainResult:
     interrupted: bool = False
     stop_signal: int | None = None
     updates_run: int = 0
+    hparams: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def returns(self) -> np.ndarray:
@@ -269,6 +273,7 @@ def train(
     debug_replication: bool = False,
     check_memory: bool = True,
     actor_learner: bool | Sequence[jax.Device] | None = None,
+    hparams: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -308,6 +313,12 @@ def train(
         ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before jax is
         imported; with one device both halves share it. See
         :mod:`jaxrl_par.parallel.actor_learner`.
+      hparams: a sweep: ``name -> [S]`` values of the algorithm's swept hyperparameters
+        (``algo.hyperparams``, e.g. ``ppo.Config(sweep=("learning_rate",))``), one per
+        seed (lane), trained at once by the same compiled program.
+        :func:`jaxrl_par.algos.hyper.grid` makes every seed at every point of a grid. A
+        swept field left out keeps the config's value. A resumed run takes its values
+        from the checkpoint (given ones must equal them).
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -323,6 +334,7 @@ def train(
         raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
                          "round-trips (progress, logs, checkpoints), an int >= 1")
     keys, seed_list = seed_keys(seeds)
+    lanes = hyper.lane_values(algo.config, algo.hyperparams, hparams, len(seed_list))
     num_updates = algo.num_updates
     chunk_updates = choose_chunk(num_updates, num_chunks)
     factory = chunk_fn_factory or make_chunk_fn
@@ -363,6 +375,7 @@ def train(
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
         saved_meta = checkpoint.read_meta(ckpt_path)
         _check_resumable(ckpt_path, saved_meta, seed_list, record, _absent_field_values(algo))
+        lanes = _resumed_lanes(ckpt_path, saved_meta, lanes, given=hparams is not None)
         if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
@@ -389,6 +402,8 @@ def train(
         t0 = time.perf_counter()
         try:
             state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
+            if lanes and not resuming:
+                state = _set_hparams(state, lanes)
         finally:  # the line ends, and the time shows, also when compiling fails
             compile_seconds = time.perf_counter() - t0
             if show:
@@ -411,8 +426,7 @@ def train(
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
-                       "data_shards": data_shards}, f,
-                      indent=1)
+                       "data_shards": data_shards, **_lanes_record(lanes)}, f, indent=1)
 
     bar = None
     if show:
@@ -446,7 +460,8 @@ def train(
                     checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
                                                             "seeds": seed_list,
                                                             "data_shards": data_shards,
-                                                            "config": record})
+                                                            "config": record,
+                                                            **_lanes_record(lanes)})
             if bar is not None:
                 bar.update(n_valid * algo.env_steps_per_update)
                 ret = rows["episode_return"]
@@ -474,7 +489,41 @@ def train(
         interrupted=interrupted,
         stop_signal=stop.signum if interrupted else None,
         updates_run=updates_run,
+        hparams=lanes,
     )
+
+
+def _set_hparams(state: Any, lanes: dict[str, np.ndarray]) -> Any:
+    """``state`` with each lane's swept values written into ``state.hparams`` (leaves
+    ``[S]``, or ``[S, D]`` on a mesh: the lane's value in every copy), placed as the
+    leaves they replace (also across processes)."""
+    new = dict(state.hparams)
+    for name, values in lanes.items():
+        leaf = new[name]
+        full = np.broadcast_to(values.reshape((-1,) + (1,) * (leaf.ndim - 1)), leaf.shape)
+        new[name] = jax.make_array_from_callback(leaf.shape, leaf.sharding,
+                                                 lambda index, full=full: full[index])
+    return state.replace(hparams=new)
+
+
+def _lanes_record(lanes: dict[str, np.ndarray]) -> dict:
+    """``{"hparams": {name: [S] floats}}`` for a run's records ({} without a sweep)."""
+    return {"hparams": {k: hyper.to_floats(v) for k, v in lanes.items()}} if lanes else {}
+
+
+def _resumed_lanes(path: str, meta: dict, lanes: dict[str, np.ndarray], given: bool
+                   ) -> dict[str, np.ndarray]:
+    """The swept values of the run saved at ``path``: its own, which ``lanes`` (the
+    values this call asks for, when ``given``) must equal."""
+    saved = {k: np.asarray(v, np.float32) for k, v in (meta.get("hparams") or {}).items()}
+    if given and (saved.keys() != lanes.keys()
+                  or any(not np.array_equal(saved[k], lanes[k]) for k in saved)):
+        asked = {k: hyper.to_floats(v) for k, v in lanes.items()}
+        had = {k: hyper.to_floats(v) for k, v in saved.items()}
+        raise ValueError(f"{path} was trained with hparams {had}, this run asks for "
+                         f"{asked}: resume with the run's values (or "
+                         "leave hparams out to take them), or give a new log dir")
+    return saved or lanes
 
 
 # Config fields that may differ between a run and its resumption: the data axis's name,

@@ -26,6 +26,10 @@ class Algorithm(NamedTuple):
       act: ``act(state, obs, key) -> action`` for evaluation with the current parameters.
       parts: named pure pieces of ``update`` (e.g. ``"rollout"``), for benchmarks and the
         asynchronous runtimes that compose them differently.
+      hyperparams: config fields that ``update`` reads from ``state.hparams`` (a dict of
+        float32 ``[]``, set to the config's values by ``init``) rather than from the
+        config, so that each lane of a vmap can hold its own: the runner writes them
+        (``train(..., hparams=...)``; see :mod:`jaxrl_par.algos.hyper`).
     """
 
     config: Any
@@ -35,6 +39,7 @@ class Algorithm(NamedTuple):
     env_steps_per_update: int
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
     parts: Mapping[str, Callable] = MappingProxyType({})
+    hyperparams: tuple[str, ...] = ()
 
 
 def scan_updates(algo: Algorithm, length: int) -> Callable:
@@ -93,9 +98,11 @@ def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8
     """Adam after global-norm gradient clipping; ``max_grad_norm = 0`` turns clipping off.
 
     (``optax.clip_by_global_norm(0)`` would scale every update to zero, so a 0 that means
-    "off" in most RL code bases would silently stop training.)
+    "off" in most RL code bases would silently stop training.) ``learning_rate`` and a
+    ``max_grad_norm`` other than the Python number 0 may be arrays, traced too (a
+    lane's value in a sweep; see :mod:`jaxrl_par.algos.hyper`).
     """
     adam = optax.adam(learning_rate, eps=eps)
-    if max_grad_norm == 0:
+    if isinstance(max_grad_norm, (int, float)) and max_grad_norm == 0:
         return adam
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)

@@ -19,6 +19,7 @@ With ``axis_name`` set (data parallel), each shard keeps its own replay of its e
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,7 @@ import optax
 from flax import struct
 
 from jaxrl_par import algos, axes, envs, replay, rng
+from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.q_common import (
@@ -50,6 +52,11 @@ class Config:
     """DQN hyperparameters. Defaults follow PureJaxRL's DQN on CartPole-v1 (10 envs,
     one gradient step of 128 per 10 env steps, target copy every 500 env steps), with
     10 env steps per env in one update (10 gradient steps)."""
+
+    #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "max_grad_norm", "tau",
+                                  "epsilon_start", "epsilon_end", "huber_delta", "per_beta")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
     env: str = "CartPole-v1"
     num_envs: int = 10  # global: split over the data axis when sharded
@@ -78,9 +85,13 @@ class Config:
     priority_eps: float = 1e-6
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: str = "relu"
+    # Fields held per lane in the state, so one program trains a sweep of their values
+    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
+    sweep: tuple[str, ...] = ()
     axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
 
     def __post_init__(self):
+        hyper.check_sweep(self)
         validate(self, positive=("num_envs", "num_steps", "total_timesteps", "buffer_size",
                                  "batch_size", "train_frequency", "learning_rate", "n_step",
                                  "target_update_period", "huber_delta"),
@@ -122,6 +133,7 @@ class State:
     env_steps: jax.Array  # [] int32: env steps taken, all envs of all shards
     gradient_steps: jax.Array  # [] int32
     update_count: jax.Array  # [] int32
+    hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
 
 
 def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> QNetwork:
@@ -143,7 +155,13 @@ def make(config: Config) -> Algorithm:
     spec = envs.make(cfg.env, 1)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
-    tx = clipped_adam(cfg.learning_rate, cfg.max_grad_norm)
+
+    def optimizer(hp) -> optax.GradientTransformation:
+        """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
+        # 0 (off) is fixed in the program: a swept max_grad_norm starts above 0.
+        return clipped_adam(hp.learning_rate, hp.max_grad_norm if cfg.max_grad_norm else 0)
+
+    tx = optimizer(cfg)
     buf = (replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha) if cfg.prioritized
            else replay.uniform(cfg.buffer_size))
     decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps)
@@ -174,6 +192,7 @@ def make(config: Config) -> Algorithm:
             env_steps=jnp.int32(0),
             gradient_steps=jnp.int32(0),
             update_count=jnp.int32(0),
+            hparams=hyper.init(cfg),
         )
 
     def draw(buffer, key):
@@ -186,10 +205,10 @@ def make(config: Config) -> Algorithm:
             return jax.random.split(key, g)
         return rng.integers_below(key, (g, cfg.batch_size), buffer.size)
 
-    def gradient_step(carry, draws, unravel):
+    def gradient_step(carry, draws, unravel, hp):
         """One learner step on flat parameter vectors (see :func:`scan_flat`). Carry
         ``(params [P], target [P], (opt_state, buffer, step, beta))``; ``draws`` is one
-        row of :func:`draw`; outputs ``(loss, q_mean)``."""
+        row of :func:`draw`; ``hp`` the lane's hyperparameters; outputs ``(loss, q_mean)``."""
         params, target_params, (opt_state, buffer, step, beta) = carry
         if cfg.prioritized:
             sample = buf.sample(buffer, draws, cfg.batch_size, beta)
@@ -198,44 +217,46 @@ def make(config: Config) -> Algorithm:
         importance_weights = replay.batch_normalized_weights(sample.weights, cfg.axis_name)
         (loss, aux), grads = jax.value_and_grad(
             lambda p: q_loss(unravel(p), unravel(target_params), q_fn, sample.transitions,
-                             importance_weights, cfg.double_q, cfg.loss, cfg.huber_delta),
+                             importance_weights, cfg.double_q, cfg.loss, hp.huber_delta),
             has_aux=True)(params)
         grads = axes.pmean(grads, cfg.axis_name)
-        updates, opt_state = tx.update(grads, opt_state, params)
+        updates, opt_state = optimizer(hp).update(grads, opt_state, params)
         params = params + updates
         if cfg.prioritized:
             priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * sample.transitions.mask
             buffer = buf.update_priorities(buffer, sample.indices, priorities)
         step = step + 1
         target_params = optax.periodic_update(
-            optax.incremental_update(params, target_params, cfg.tau), target_params, step,
+            optax.incremental_update(params, target_params, hp.tau), target_params, step,
             cfg.target_update_period)
         return (params, target_params, (opt_state, buffer, step, beta)), (loss, aux["q_mean"])
 
-    def learn(carry, buffer, key):
+    def learn(carry, buffer, key, hparams):
         """``gradient_steps_per_update`` learner steps. Returns the learner carry, the
         buffer's priorities (the storage is read-only here, so ``lax.cond`` under ``vmap``
         selects only the small parts) and mean ``(loss, q_mean)``."""
         params, target_params, opt_state, step, beta = carry
+        hp = hyper.view(cfg, hparams)
         params, target_params, (opt_state, buffer, step, beta), (loss, q_mean) = scan_flat(
-            gradient_step, params, target_params, (opt_state, buffer, step, beta),
-            draw(buffer, key))
+            lambda c, x, unravel: gradient_step(c, x, unravel, hp), params, target_params,
+            (opt_state, buffer, step, beta), draw(buffer, key))
         return ((params, target_params, opt_state, step, beta), _priorities(buffer),
                 (jnp.mean(loss), jnp.mean(q_mean)))
 
-    def skip(carry, buffer, key):
+    def skip(carry, buffer, key, hparams):
         return carry, _priorities(buffer), (jnp.float32(0.0), jnp.float32(0.0))
 
     def _priorities(buffer):
         return (buffer.tree, buffer.max_priority) if cfg.prioritized else ()
 
     def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        hp = hyper.view(cfg, state.hparams)
         key, k_act, k_learn = jax.random.split(state.key, 3)
-        epsilon = linear_epsilon(state.env_steps, cfg.epsilon_start, cfg.epsilon_end,
+        epsilon = linear_epsilon(state.env_steps, hp.epsilon_start, hp.epsilon_end,
                                  decay_steps)
         env_state, steps, ts = act_steps(local_env(), q_fn, state.params, state.env_state,
                                          k_act, epsilon, cfg.num_steps, step_keys)
-        carry, transitions = to_transitions(state.nstep_carry, steps, cfg.gamma, cfg.n_step,
+        carry, transitions = to_transitions(state.nstep_carry, steps, hp.gamma, cfg.n_step,
                                             state.env_steps)
         if cfg.prioritized:  # new items get the largest priority seen (Schaul et al.)
             priorities = state.buffer.max_priority * transitions.mask
@@ -243,13 +264,13 @@ def make(config: Config) -> Algorithm:
         else:
             buffer = buf.add(state.buffer, transitions)
         env_steps = state.env_steps + cfg.env_steps_per_update
-        beta = cfg.per_beta + (1.0 - cfg.per_beta) * jnp.minimum(
+        beta = hp.per_beta + (1.0 - hp.per_beta) * jnp.minimum(
             1.0, env_steps.astype(jnp.float32) / cfg.total_timesteps)
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
         learner = (state.params, state.target_params, state.opt_state, state.gradient_steps,
                    beta)
         learner, prio, (loss, q_mean) = jax.lax.cond(can_learn, learn, skip, learner, buffer,
-                                                     k_learn)
+                                                     k_learn, state.hparams)
         params, target_params, opt_state, gradient_steps, _ = learner
         if cfg.prioritized:
             buffer = buffer.replace(tree=prio[0], max_priority=prio[1])
@@ -258,7 +279,7 @@ def make(config: Config) -> Algorithm:
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
         new_state = State(params, target_params, opt_state, env_state, carry, buffer, key,
-                          env_steps, gradient_steps, state.update_count + 1)
+                          env_steps, gradient_steps, state.update_count + 1, state.hparams)
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -272,4 +293,5 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
+        hyperparams=cfg.sweep,
     )

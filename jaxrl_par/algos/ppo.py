@@ -27,6 +27,7 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs, microbatch, rng
+from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import validate
 from jaxrl_par.networks import (
@@ -52,6 +53,10 @@ class Config:
     #: Fields added since runs were first recorded, each with the value that reproduces
     #: the behaviour of a run whose recorded config lacks it (see ``jaxrl_par.runs``).
     LEGACY_VALUES: ClassVar[dict] = {"normalize_rewards": False}
+    #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "gae_lambda", "clip_eps",
+                                  "vf_coef", "ent_coef", "max_grad_norm")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
     env: str = "CartPole-v1"
     num_envs: int = 4  # global: split over the data axis when sharded
@@ -82,9 +87,13 @@ class Config:
     # GAE's backward recursion: "scan", "associative", or "auto" (the scan on CPU, the
     # associative form on GPU/TPU; see returns.gae_advantages).
     gae_method: str = "auto"
+    # Fields held per lane in the state, so one program trains a sweep of their values
+    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
+    sweep: tuple[str, ...] = ()
     axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
 
     def __post_init__(self):
+        hyper.check_sweep(self)
         validate(self, positive=("num_envs", "num_steps", "total_timesteps", "update_epochs",
                                  "num_minibatches", "learning_rate"),
                  unit_interval=("gamma", "gae_lambda"),
@@ -132,6 +141,7 @@ class State:
     # With reward normalisation (else None: no leaves, so older checkpoints still load):
     reward_stats: RunningStats | None = None  # of the discounted returns, shape []
     discounted_return: jax.Array | None = None  # [N_local] each env's running return
+    hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
 
 
 class Batch(NamedTuple):
@@ -162,14 +172,18 @@ def make(config: Config) -> Algorithm:
     greedy = make_policy(network, deterministic=True)
     normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
                          else bool(cfg.normalize_rewards))
-    steps_per_epoch = cfg.num_minibatches
-    if cfg.anneal_lr:
-        lr = optax.linear_schedule(
-            cfg.learning_rate, 0.0, cfg.num_updates * cfg.update_epochs * steps_per_epoch
-        )
-    else:
-        lr = cfg.learning_rate
-    tx = clipped_adam(lr, cfg.max_grad_norm, eps=1e-5)
+    def optimizer(hp) -> optax.GradientTransformation:
+        """Adam for the values ``hp`` (:func:`hyper.view`): its state's structure is the
+        same for every value, so ``init`` builds it from the config and ``update`` from
+        the lane's values."""
+        lr = hp.learning_rate
+        if cfg.anneal_lr:
+            lr = optax.linear_schedule(
+                lr, 0.0, cfg.num_updates * cfg.update_epochs * cfg.num_minibatches)
+        # 0 (off) is fixed in the program: a swept max_grad_norm starts above 0.
+        return clipped_adam(lr, hp.max_grad_norm if cfg.max_grad_norm else 0, eps=1e-5)
+
+    tx = optimizer(cfg)
 
     def local_env() -> envs.VecEnv:
         return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
@@ -190,6 +204,7 @@ def make(config: Config) -> Algorithm:
             reward_stats=init_stats(()) if normalize_rewards else None,
             discounted_return=(jnp.zeros(axes.local_size(cfg.num_envs, cfg.axis_name))
                                if normalize_rewards else None),
+            hparams=hyper.init(cfg),
         )
 
     def to_env_action(action):
@@ -226,7 +241,7 @@ def make(config: Config) -> Algorithm:
 
         return jax.lax.scan(step, state.env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
 
-    def scaled_rewards(state: State, ts):
+    def scaled_rewards(state: State, ts, gamma):
         """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
         divided by the std of the discounted returns seen so far, these returns (each
         env's, reset where an episode ends) folded into the statistics first (over all
@@ -236,7 +251,7 @@ def make(config: Config) -> Algorithm:
 
         def step(ret, x):
             reward, done = x
-            ret = ret * cfg.gamma + reward
+            ret = ret * gamma + reward
             return jnp.where(done, 0.0, ret), ret
 
         last, returns = jax.lax.scan(step, state.discounted_return, (ts.reward, ts.done))
@@ -251,10 +266,11 @@ def make(config: Config) -> Algorithm:
         var = axes.pmean(jnp.mean(jnp.square(adv)), cfg.axis_name) - jnp.square(mean)
         return (adv - mean) / (jnp.sqrt(jnp.maximum(var, 0.0)) + 1e-8)
 
-    def loss_fn(params, mb: Batch, rows: int):
+    def loss_fn(params, mb: Batch, rows: int, hp):
         """The PPO loss and its parts over ``mb``'s rows, each a sum over them divided by
         ``rows`` (the minibatch size): a mean over a whole minibatch, and over a chunk of
-        it that chunk's share of the mean (see ``jaxrl_par.microbatch``)."""
+        it that chunk's share of the mean (see ``jaxrl_par.microbatch``). ``hp``: the
+        lane's hyperparameters (:func:`hyper.view`)."""
         dist, value = network.apply(params, mb.obs)
         log_prob = dist.log_prob(mb.action)
         ratio = jnp.exp(log_prob - mb.log_prob)
@@ -264,25 +280,25 @@ def make(config: Config) -> Algorithm:
             return jnp.sum(x) / rows
 
         pg_loss = -mean(
-            jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
+            jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps) * adv)
         )
         v_loss = jnp.square(value - mb.target)
         if cfg.clip_value_loss:
-            v_clipped = mb.value + jnp.clip(value - mb.value, -cfg.clip_eps, cfg.clip_eps)
+            v_clipped = mb.value + jnp.clip(value - mb.value, -hp.clip_eps, hp.clip_eps)
             v_loss = jnp.maximum(v_loss, jnp.square(v_clipped - mb.target))
         v_loss = 0.5 * mean(v_loss)
         entropy = mean(dist.entropy())
-        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        loss = pg_loss + hp.vf_coef * v_loss - hp.ent_coef * entropy
         return loss, {
             "loss": loss,
             "policy_loss": pg_loss,
             "value_loss": v_loss,
             "entropy": entropy,
             "approx_kl": mean((ratio - 1) - jnp.log(ratio)),
-            "clip_fraction": mean((jnp.abs(ratio - 1) > cfg.clip_eps).astype(jnp.float32)),
+            "clip_fraction": mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
         }
 
-    def sgd_step(carry, mb: Batch, unravel):
+    def sgd_step(carry, mb: Batch, unravel, hp):
         """One minibatch gradient step on the flat parameter vector.
 
         Carry ``(flat_params [P], opt_state, metric sums [len(LOSS_METRICS)])``; no
@@ -297,15 +313,15 @@ def make(config: Config) -> Algorithm:
         mb = mb._replace(advantage=normalized_advantages(mb.advantage))
         rows = mb.action.shape[0]
         grads, info = microbatch.grad_of_sum(
-            lambda f, part: loss_fn(unravel(f), part, rows), flat, mb)
+            lambda f, part: loss_fn(unravel(f), part, rows, hp), flat, mb)
         grads = axes.pmean(grads, cfg.axis_name)
-        updates, opt_state = tx.update(grads, opt_state, flat)
+        updates, opt_state = optimizer(hp).update(grads, opt_state, flat)
         # Metrics summed in the carry (one add) rather than stacked per step (one
         # dynamic-update-slice kernel per metric and step).
         sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
         return (flat + updates, opt_state, sums), None
 
-    def epoch(carry, key, batch: Batch, unravel):
+    def epoch(carry, key, batch: Batch, unravel, hp):
         """One pass over the batch in ``num_minibatches`` steps of per-env time slices."""
         n_local = batch.action.shape[1]
         env_ids = axes.axis_index(cfg.axis_name) * n_local + jnp.arange(n_local)
@@ -317,9 +333,10 @@ def make(config: Config) -> Algorithm:
             lambda x: x[perms.T, cols].reshape((cfg.num_minibatches, t_mb) + x.shape[1:]),
             batch,
         )
-        return jax.lax.scan(lambda c, mb: sgd_step(c, mb, unravel), carry, minibatches)
+        return jax.lax.scan(lambda c, mb: sgd_step(c, mb, unravel, hp), carry, minibatches)
 
     def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        hp = hyper.view(cfg, state.hparams)
         key, k_roll, k_learn = jax.random.split(state.key, 3)
         env_state, (obs, action, extras, ts) = rollout(state, k_roll)
         # Critic values after the rollout, in large batched passes: V(obs_t) for the
@@ -337,14 +354,14 @@ def make(config: Config) -> Algorithm:
         bootstrap = critic(prepare(state.obs_stats, ts.final_obs))
         gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
                        in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
-        reward, reward_stats, discounted_return = scaled_rewards(state, ts)
+        reward, reward_stats, discounted_return = scaled_rewards(state, ts, hp.gamma)
         advantage, target = gae(reward, value, bootstrap,
-                                ts.terminated, ts.done, cfg.gamma, cfg.gae_lambda)
+                                ts.terminated, ts.done, hp.gamma, hp.gae_lambda)
         batch = Batch(obs, action, extras.log_prob, value, advantage, target)
         flat, unravel = ravel_pytree(state.params)
         zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
         (flat, opt_state, sums), _ = jax.lax.scan(
-            lambda c, k: epoch(c, k, batch, unravel), (flat, state.opt_state, zeros),
+            lambda c, k: epoch(c, k, batch, unravel, hp), (flat, state.opt_state, zeros),
             jax.random.split(k_learn, cfg.update_epochs),
         )
         obs_stats = state.obs_stats
@@ -356,7 +373,7 @@ def make(config: Config) -> Algorithm:
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
         params = unravel(flat)
         new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1,
-                          reward_stats, discounted_return)
+                          reward_stats, discounted_return, state.hparams)
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -371,5 +388,6 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
-        parts={"rollout": rollout},  # rollout(state, key) -> (env_state, (obs, action, extras, ts))
+        parts={"rollout": rollout},
+        hyperparams=cfg.sweep,  # rollout(state, key) -> (env_state, (obs, action, extras, ts))
     )

@@ -1,0 +1,152 @@
+"""Hyperparameters held in the training state, so one compiled program trains a sweep.
+
+The runner vmaps *lanes*: each lane is a seed and, with a sweep, its own values of some
+hyperparameters (PureJaxRL's "vmap over the learning rate"). An algorithm lists in
+``Config.SWEEPABLE`` the float fields that change no shape and no branch of its program
+(learning rate, discount, loss coefficients...). The fields named in ``Config.sweep``
+are held as float32 scalars in ``state.hparams``: ``init`` sets them to the config's
+values, the runner writes each lane's own (``train(..., hparams=...)``), and ``update``
+reads them through :func:`view`. Every other field stays a compile-time constant, and
+with ``sweep=()`` (the default) the state and the program are what they were without
+this module.
+
+A lane of a sweep equals, bit for bit, a run of the same seed with its values in the
+config: ``update`` computes with every sweepable field as a float32 scalar, swept or not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def sweepable(config_or_class: Any) -> tuple[str, ...]:
+    """The fields of an algorithm's Config that can be swept (``()`` if none)."""
+    cls = config_or_class if isinstance(config_or_class, type) else type(config_or_class)
+    return tuple(getattr(cls, "SWEEPABLE", ()))
+
+
+def check_sweep(cfg: Any) -> None:
+    """Raises ``ValueError`` unless ``cfg.sweep`` is a tuple of distinct sweepable fields
+    (and fields that must stay > 0 in a sweep, ``Config.SWEEP_POSITIVE``, are > 0)."""
+    names = cfg.sweep
+    where = f"{type(cfg).__module__}.Config.sweep"
+    if isinstance(names, str) or not isinstance(names, (tuple, list)):
+        # A ValueError, as every config error (the CLI reports those as usage errors).
+        raise ValueError(f"{where}={names!r}: give a tuple of field names, e.g. "  # noqa: TRY004
+                         "sweep=('learning_rate',)")
+    allowed = sweepable(cfg)
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"{where}: {name!r} cannot be swept (it changes the program's "
+                             f"shapes or branches); sweepable fields: {', '.join(allowed)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}={tuple(names)!r} names a field twice")
+    for name in set(names) & set(getattr(type(cfg), "SWEEP_POSITIVE", ())):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{where}: {name}={getattr(cfg, name)!r} switches its part off, "
+                             f"which is fixed in the program; to sweep {name}, start from a "
+                             "value > 0")
+
+
+def init(cfg: Any) -> dict[str, Any] | None:
+    """``state.hparams`` at init: float32 ``[]`` per swept field, the config's value;
+    None when nothing is swept (no leaves, so the state is as without sweeps)."""
+    return {name: jnp.float32(getattr(cfg, name)) for name in cfg.sweep} or None
+
+
+def view(cfg: Any, hparams: Mapping[str, Any] | None) -> types.SimpleNamespace:
+    """Every sweepable field by attribute, as float32 ``[]``: the state's (traced) value
+    where it is swept, the config's value as a constant where not. So arithmetic on
+    them (``1 - clip_eps``, ``gamma * lambda``) is float32 either way, and a lane of a
+    sweep equals, bit for bit, a run with its values in the config. Fields that cannot
+    be swept are not on the view: code that reads one through it fails at once."""
+    hparams = hparams or {}
+    return types.SimpleNamespace(**{name: hparams[name] if name in hparams
+                                    else jnp.float32(getattr(cfg, name))
+                                    for name in sweepable(cfg)})
+
+
+def lane_values(cfg: Any, swept: Sequence[str], hparams: Mapping[str, Any] | None,
+                num_lanes: int) -> dict[str, np.ndarray]:
+    """float32 ``[S]`` values of every swept field (``swept``, the algorithm's
+    ``hyperparams``), one per lane, checked before anything compiles. ``hparams`` maps
+    swept fields to ``S`` values (a scalar applies to every lane); a swept field it omits
+    keeps the config's value in every lane.
+
+    Raises:
+      ValueError: a field that ``swept`` does not name, a length other than ``S``, or a
+        value the Config itself rejects (named as Config's validation names it).
+    """
+    hparams = dict(hparams or {})
+    swept = tuple(swept)
+    where = f"{type(cfg).__module__}.Config"
+    extra = [name for name in hparams if name not in swept]
+    if extra:
+        fix = (f"make the algorithm with {where}(sweep={tuple(swept) + tuple(extra)!r}) "
+               "so that update reads them from the state" if set(extra) <= set(sweepable(cfg))
+               else f"sweepable fields: {', '.join(sweepable(cfg)) or 'none'}")
+        raise ValueError(f"hparams gives {extra}, which {where}.sweep={swept!r} does not "
+                         f"hold; {fix}")
+    values = {}
+    for name in swept:
+        v = np.asarray(hparams.get(name, getattr(cfg, name)), np.float64)
+        if v.ndim == 0:
+            v = np.full(num_lanes, v)
+        if v.shape != (num_lanes,):
+            raise ValueError(f"hparams[{name!r}] has {v.size} values for {num_lanes} lanes "
+                             "(seeds); give one per seed, or use hyper.grid(seeds, ...) "
+                             "for every seed at every value")
+        for x in sorted(set(v.tolist())):
+            probe = dataclasses.replace(cfg, **{name: float(x)})  # Config's own checks
+            check_sweep(probe)
+        values[name] = v.astype(np.float32)
+    return values
+
+
+def to_floats(values: Any) -> list[float]:
+    """float32 values as the shortest Python floats that read back as the same float32
+    (``1e-3``, not ``0.0010000000474974513``): for JSON records and printing."""
+    return [float(str(np.float32(v))) for v in np.asarray(values, np.float32).reshape(-1)]
+
+
+def grid(seeds: int | Sequence[int], **values: Sequence[float]
+         ) -> tuple[list[int], dict[str, list[float]]]:
+    """Every seed at every point of the grid of ``values``: ``(seeds [S], hparams)`` for
+    ``train(algo, seeds, hparams=hparams)``. Lanes are point-major, so the seeds of one
+    point are adjacent::
+
+        seeds, hp = grid([0, 1], learning_rate=[1e-3, 3e-4])
+        # seeds == [0, 1, 0, 1]; hp == {"learning_rate": [1e-3, 1e-3, 3e-4, 3e-4]}
+    """
+    seeds = [int(seeds)] if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    names = list(values)
+    for name in names:
+        if not isinstance(values[name], Sequence | np.ndarray) or isinstance(
+                values[name], (str, bytes)) or not len(values[name]):
+            raise ValueError(f"grid: {name}={values[name]!r}; give a list of values")
+    points = list(itertools.product(*(values[n] for n in names)))
+    lanes = [(point, seed) for point in points for seed in seeds]
+    return ([seed for _, seed in lanes],
+            {name: [float(point[i]) for point, _ in lanes] for i, name in enumerate(names)})
+
+
+def points(hparams: Mapping[str, Any], num_lanes: int
+           ) -> list[tuple[dict[str, float], np.ndarray]]:
+    """The distinct points of a sweep, in order of first appearance, each with the
+    indices of its lanes: ``[(values, lane_indices)]`` with values as :func:`to_floats`
+    gives them (one point of all ``num_lanes`` lanes when ``hparams`` is empty)."""
+    names = list(hparams)
+    if not names:
+        return [({}, np.arange(num_lanes))]
+    rows = list(zip(*(to_floats(hparams[n]) for n in names)))
+    order: dict[tuple, list[int]] = {}
+    for lane, row in enumerate(rows):
+        order.setdefault(row, []).append(lane)
+    return [(dict(zip(names, row)), np.asarray(lanes)) for row, lanes in order.items()]

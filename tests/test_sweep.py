@@ -1,0 +1,171 @@
+"""Hyperparameter sweeps: lanes of (seed, values) vmapped by one compiled program."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_par.algos import apex, dqn, hyper, ppo
+from jaxrl_par.cli import main
+from jaxrl_par.train import train
+
+PPO_TINY = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2,
+            "total_timesteps": 4 * 16 * 4}
+DQN_TINY = {"num_envs": 4, "num_steps": 8, "total_timesteps": 4 * 8 * 8, "buffer_size": 256,
+            "batch_size": 16, "learning_starts": 64, "train_frequency": 8,
+            "target_update_period": 2, "prioritized": True, "loss": "huber"}
+
+
+def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
+    """Lane ``lane`` of two results is the same, bit for bit. (Both must vmap the same
+    number of lanes: XLA's code for a batch of 2 and of 1 may round differently, as
+    for seeds, see test_train.test_seeds_vmapped_equal_single_runs.)"""
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(sweep.state.params),
+                            jax.tree.leaves(run.state.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(x)[lane], np.asarray(y)[lane],
+                                      err_msg=f"{name} lane {lane} {path}")
+    for k, v in run.metrics.items():
+        np.testing.assert_array_equal(sweep.metrics[k][lane], v[lane], err_msg=f"{name} {k}")
+
+
+@pytest.mark.parametrize("module,tiny,values", [
+    (ppo, PPO_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
+                     "gae_lambda": [0.8, 0.95], "clip_eps": [0.1, 0.3],
+                     "ent_coef": [0.0, 0.02], "vf_coef": [0.25, 1.0],
+                     "max_grad_norm": [0.1, 1.0]}),
+    (dqn, DQN_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97], "tau": [0.5, 0.1],
+                     "epsilon_start": [1.0, 0.5], "epsilon_end": [0.1, 0.01],
+                     "max_grad_norm": [1.0, 10.0], "huber_delta": [1.0, 2.0],
+                     "per_beta": [0.4, 0.6]}),
+], ids=["ppo", "dqn"])
+def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
+    """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
+    each lane is bit for bit that seed of a run with its values as plain config
+    constants. The values are chosen so that Python's double-precision folding of
+    constants (``1 - 0.1``, ``0.9 * 0.8``) would differ from float32 arithmetic."""
+    cfg = module.Config(sweep=tuple(values), **tiny)
+    hparams = {k: [v[0], v[1]] for k, v in values.items()}
+    sweep = train(module.make(cfg), [0, 1], hparams=hparams, progress=False, num_chunks=2)
+    assert sorted(sweep.hparams) == sorted(values)
+    for lane in (0, 1):
+        point = {k: v[lane] for k, v in values.items()}
+        run = train(module.make(module.Config(**point, **tiny)), [0, 1], progress=False,
+                    num_chunks=2)
+        _assert_lanes_equal(sweep, run, lane, name=str(point))
+        for k, v in point.items():
+            assert sweep.hparams[k][lane] == np.float32(v)
+
+
+def test_a_lane_does_not_depend_on_the_other_lanes():
+    """Lane 3 (seed 1, learning rate 1e-4) of a grid of four lanes equals lane 3 of a
+    run whose lanes all have 1e-4: the other lanes' values do not leak into it. The
+    lanes of one seed differ, so the value is used."""
+    cfg = ppo.Config(sweep=("learning_rate",), **PPO_TINY)
+    algo = ppo.make(cfg)
+    seeds, hparams = hyper.grid([0, 1], learning_rate=[1e-2, 1e-4])
+    assert seeds == [0, 1, 0, 1]
+    assert hparams == {"learning_rate": [1e-2, 1e-2, 1e-4, 1e-4]}
+    grid = train(algo, seeds, hparams=hparams, progress=False)
+    same = train(algo, seeds, hparams={"learning_rate": 1e-4}, progress=False)
+    _assert_lanes_equal(grid, same, 3)
+    assert not np.array_equal(grid.metrics["loss"][1], grid.metrics["loss"][3])
+
+
+def test_sweep_errors_name_the_fix_before_compiling():
+    with pytest.raises(ValueError, match="'num_envs' cannot be swept.*sweepable fields: "
+                                         "learning_rate"):
+        ppo.Config(sweep=("num_envs",))
+    with pytest.raises(ValueError, match="give a tuple of field names"):
+        ppo.Config(sweep="learning_rate")
+    with pytest.raises(ValueError, match="names a field twice"):
+        dqn.Config(sweep=("gamma", "gamma"))
+    with pytest.raises(ValueError, match="max_grad_norm=0.0 switches its part off"):
+        ppo.Config(max_grad_norm=0.0, sweep=("max_grad_norm",))
+    plain = ppo.make(ppo.Config(**PPO_TINY))
+    with pytest.raises(ValueError, match=r"make the algorithm with .*Config\(sweep="
+                                         r"\('learning_rate',\)\)"):
+        train(plain, [0, 1], hparams={"learning_rate": [1e-3, 1e-4]}, progress=False)
+    swept = ppo.make(ppo.Config(sweep=("learning_rate", "max_grad_norm"), **PPO_TINY))
+    bad = [({"learning_rate": [1e-3]}, "1 values for 2 lanes"),
+           ({"learning_rate": [1e-3, -1.0]}, "learning_rate must be > 0"),
+           ({"learning_rate": [1e-3, float("nan")]}, "learning_rate must be > 0"),
+           ({"max_grad_norm": [0.5, 0.0]}, "max_grad_norm=0.0 switches its part off"),
+           ({"num_envs": [4, 8]}, "sweepable fields: learning_rate")]
+    for hparams, message in bad:
+        with pytest.raises(ValueError, match=message):
+            train(swept, [0, 1], hparams=hparams, progress=False)
+    with pytest.raises(ValueError, match="sweepable fields: none"):
+        train(apex.make(apex.Config()), [0], hparams={"gamma": [0.9]},
+              progress=False)
+    with pytest.raises(ValueError, match="give a list of values"):
+        hyper.grid([0], learning_rate=1e-3)
+
+
+def test_a_swept_run_resumes_with_its_values_and_refuses_others(tmp_path):
+    """The values are in the checkpoint and the records: a resume without them takes
+    the run's, with other ones is an error before compiling; the logs name each lane's
+    values."""
+    algo = ppo.make(ppo.Config(sweep=("ent_coef",), **PPO_TINY))
+    log = str(tmp_path / "run")
+    hparams = {"ent_coef": [0.0, 0.01]}
+    first = train(algo, [0, 0], hparams=hparams, progress=False, log_dir=log)
+    with open(os.path.join(log, "config.json")) as f:
+        assert json.load(f)["hparams"] == {"ent_coef": [0.0, 0.01]}
+    again = train(algo, [0, 0], progress=False, log_dir=log, resume=True)
+    np.testing.assert_array_equal(again.hparams["ent_coef"], np.float32([0.0, 0.01]))
+    np.testing.assert_array_equal(np.asarray(again.state.hparams["ent_coef"]),
+                                  first.hparams["ent_coef"])
+    with pytest.raises(ValueError, match=r"trained with hparams \{'ent_coef': \[0.0, 0.01\]\}"):
+        train(algo, [0, 0], hparams={"ent_coef": [0.0, 0.02]}, progress=False, log_dir=log,
+              resume=True)
+
+
+def test_cli_sweep_prints_a_table_and_json_per_point(tmp_path, capsys):
+    argv = ["train", "ppo", "--total-timesteps", "4096", "--set", "num_envs=4",
+            "--sweep", "learning_rate=1e-3,2.5e-4", "--sweep", "ent_coef=0,0.01",
+            "--seeds", "2", "--json", "--no-progress", "--no-compile-cache",
+            "--log-dir", str(tmp_path / "run")]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["seeds"] == 8
+    assert summary["hparams"] == {"learning_rate": [1e-3] * 4 + [2.5e-4] * 4,
+                                  "ent_coef": [0.0, 0.0, 0.01, 0.01] * 2}
+    points = [(row["hparams"]["learning_rate"], row["hparams"]["ent_coef"], row["seeds"])
+              for row in summary["sweep"]]
+    assert points == [(1e-3, 0.0, [0, 1]), (1e-3, 0.01, [0, 1]), (2.5e-4, 0.0, [0, 1]),
+                      (2.5e-4, 0.01, [0, 1])]
+    for row, lanes in zip(summary["sweep"], ([0, 1], [2, 3], [4, 5], [6, 7])):
+        finals = [summary["final_returns"][i] for i in lanes]
+        assert row["final_return"] == pytest.approx(np.mean(finals))
+    assert "learning_rate  ent_coef" in err and "best: learning_rate=" in err
+    # The run's config.json holds the lanes: --config takes them, as it takes the seeds.
+    with open(tmp_path / "run" / "config.json") as f:
+        record = json.load(f)
+    assert record["seeds"] == [0, 1] * 4 and record["config"]["sweep"] == ["learning_rate",
+                                                                           "ent_coef"]
+    argv = ["train", "ppo", "--config", str(tmp_path / "run" / "config.json"), "--json",
+            "--no-progress", "--no-compile-cache", "--log-dir", str(tmp_path / "run"),
+            "--resume"]
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
+    assert again["already_finished"] and again["hparams"] == summary["hparams"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sweep", "num_envs=4,8"], "not a sweepable ppo field; sweepable: learning_rate"),
+    (["--sweep", "learning_rate"], "expects FIELD=V1,V2"),
+    (["--sweep", "learning_rate=a,b"], "must be numbers"),
+    (["--sweep", "gamma=0.9", "--sweep", "gamma=0.99"], "given twice"),
+    (["--sweep", "gamma=0.9,1.5"], "gamma must be in"),
+])
+def test_cli_sweep_errors(argv, message, capsys):
+    assert main(["train", "ppo", "--no-progress", "--no-compile-cache", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_sweep_on_an_algorithm_without_sweepable_fields(capsys):
+    assert main(["train", "apex", "--sweep", "gamma=0.9", "--no-compile-cache"]) == 2
+    assert "apex has no sweepable fields yet" in capsys.readouterr().err
