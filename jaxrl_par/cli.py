@@ -428,6 +428,10 @@ def cmd_eval(args) -> int:
         "greedy_return_std": float(np.std(returns)),
         "greedy_returns": [float(x) for x in returns],
     }
+    if run.hparams:
+        from jaxrl_par.algos import hyper
+
+        summary["hparams"] = {k: hyper.to_floats(v) for k, v in run.hparams.items()}
     print(f"{run.name} on {cfg.env} ({args.log_dir}, update {run.updates_done} of "
           f"{run.algo.num_updates}, seeds {run.seeds}): greedy return "
           f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "

@@ -36,6 +36,7 @@ class LoadedRun(NamedTuple):
       seeds: the run's seeds (``S`` of them).
       updates_done: updates finished when the checkpoint was written.
       data_shards: the data-parallel devices the run was trained on (1: one device).
+      hparams: a sweep's values, ``name -> [S]`` float32 per lane ({} for no sweep).
     """
 
     name: str
@@ -44,6 +45,7 @@ class LoadedRun(NamedTuple):
     seeds: list[int]
     updates_done: int
     data_shards: int
+    hparams: dict = {}  # noqa: RUF012 (a NamedTuple default, never mutated)
 
 
 def legacy_values(cls) -> dict:
@@ -270,4 +272,6 @@ def load_run(log_dir: str) -> LoadedRun:
     state, meta = checkpoint.load(path, template, reshape=reshape)
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
                      updates_done=int(meta["updates_done"]),
-                     data_shards=max(shards) if shards else 1)
+                     data_shards=max(shards) if shards else 1,
+                     hparams={k: np.asarray(v, np.float32)
+                              for k, v in (meta.get("hparams") or {}).items()})

@@ -155,6 +155,26 @@ def test_population_of_4_seeds_times_2_data_devices_equals_seeds_one_by_one():
         assert _rel_err(np.asarray(a)[0, 0], np.asarray(b)[0]) <= 1e-5
 
 
+def test_a_sweep_over_a_population_mesh_equals_the_sweep_on_one_device():
+    """Four lanes of (seed, learning rate, gamma) on a 4 x 2 (pop x data) mesh: each
+    lane's values are written into every data shard of its pop group, and every lane
+    trains as the same sweep does on one device."""
+    sweep = ("learning_rate", "gamma")
+    hparams = {"learning_rate": [1e-3, 1e-3, 3e-4, 3e-4], "gamma": [0.9, 0.99, 0.9, 0.99]}
+    out = _run(dataclasses.replace(DP_CFG, sweep=sweep), [0, 1, 0, 1], devices=8, pop=4,
+               hparams=hparams)
+    assert out.state.hparams["gamma"].shape == (4, 2)
+    np.testing.assert_array_equal(np.asarray(out.state.hparams["gamma"]),
+                                  np.float32([[0.9] * 2, [0.99] * 2] * 2))
+    ref = _run(dataclasses.replace(CFG, sweep=sweep), [0, 1, 0, 1], hparams=hparams)
+    for i in range(4):
+        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+            assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[i]) <= 1e-5
+        np.testing.assert_allclose(out.metrics["loss"][i], ref.metrics["loss"][i],
+                                   rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out.metrics["loss"][0], out.metrics["loss"][2])  # values used
+
+
 def test_errors_name_the_numbers_before_compiling():
     with pytest.raises(ValueError, match="pop=3 does not divide devices=8"):
         _run(DP_CFG, [0, 1, 2], devices=8, pop=3)

@@ -152,6 +152,10 @@ def test_cli_sweep_prints_a_table_and_json_per_point(tmp_path, capsys):
     assert main(argv) == 0
     again = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
     assert again["already_finished"] and again["hparams"] == summary["hparams"]
+    assert main(["eval", str(tmp_path / "run"), "--eval-envs", "2", "--json",
+                 "--no-compile-cache"]) == 0
+    evaluated = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
+    assert evaluated["hparams"] == summary["hparams"] and len(evaluated["greedy_returns"]) == 8
 
 
 @pytest.mark.parametrize("argv,message", [
