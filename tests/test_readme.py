@@ -24,7 +24,7 @@ def _python_block() -> str:
 
 def test_readme_python_example(tmp_path, monkeypatch):
     code = _python_block()
-    assert code.count(BUDGET) == 1 and code.count(SECOND_TRAIN) == 1
+    assert code.count(BUDGET) == 2 and code.count(SECOND_TRAIN) == 1  # the runs, the sweep
     code = code.replace(BUDGET, "total_timesteps=4 * 128 * 6")  # 6 updates
     first, rest = code.split(SECOND_TRAIN)
     second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runs import")
@@ -62,3 +62,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     np.testing.assert_array_equal(ns["env_steps"], result.env_steps)  # the logged curves
     np.testing.assert_array_equal(ns["metrics"]["episode_return"], result.returns)
     np.testing.assert_array_equal(ns["metrics"]["loss"], result.metrics["loss"])
+    sweep = ns["sweep"]  # "4 lanes ... [4] each, lane by lane"
+    assert sweep.seeds == [0, 1, 0, 1] and sweep.final_returns().shape == (4,)
+    np.testing.assert_array_equal(sweep.hparams["learning_rate"],
+                                  np.float32([1e-3, 1e-3, 2.5e-4, 2.5e-4]))
