@@ -129,7 +129,7 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
         return cfg, seeds, _recorded(args, "hparams")
     allowed = _sweepable(args.algo)
     if not allowed:
-        raise ValueError(f"--sweep: {args.algo} has no sweepable fields yet (ppo and dqn do)")
+        raise ValueError(f"--sweep: {args.algo} has no sweepable fields")
     unknown = [name for name in values if name not in allowed]
     if unknown:
         raise ValueError(f"--sweep {unknown[0]}: not a sweepable {args.algo} field; "

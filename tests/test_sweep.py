@@ -16,6 +16,9 @@ PPO_TINY = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "update_epochs
 DQN_TINY = {"num_envs": 4, "num_steps": 8, "total_timesteps": 4 * 8 * 8, "buffer_size": 256,
             "batch_size": 16, "learning_starts": 64, "train_frequency": 8,
             "target_update_period": 2, "prioritized": True, "loss": "huber"}
+APEX_TINY = {"num_actors": 4, "num_steps": 4, "total_timesteps": 4 * 4 * 8, "buffer_size": 256,
+             "batch_size": 16, "learner_steps_per_iteration": 2, "learning_starts": 32,
+             "target_period": 2, "actor_sync_period": 2}
 
 
 def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
@@ -39,7 +42,12 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
                      "epsilon_start": [1.0, 0.5], "epsilon_end": [0.1, 0.01],
                      "max_grad_norm": [1.0, 10.0], "huber_delta": [1.0, 2.0],
                      "per_beta": [0.4, 0.6]}),
-], ids=["ppo", "dqn"])
+    (apex, APEX_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
+                       "max_grad_norm": [1.0, 10.0], "huber_delta": [1.0, 2.0],
+                       "per_beta": [0.4, 0.6]}),
+    (apex, {**APEX_TINY, "pipeline": True},
+     {"learning_rate": [1e-3, 3e-4], "per_beta": [0.4, 0.6]}),
+], ids=["ppo", "dqn", "apex", "apex-pipeline"])
 def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
     """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
     each lane is bit for bit that seed of a run with its values as plain config
@@ -96,9 +104,8 @@ def test_sweep_errors_name_the_fix_before_compiling():
     for hparams, message in bad:
         with pytest.raises(ValueError, match=message):
             train(swept, [0, 1], hparams=hparams, progress=False)
-    with pytest.raises(ValueError, match="sweepable fields: none"):
-        train(apex.make(apex.Config()), [0], hparams={"gamma": [0.9]},
-              progress=False)
+    with pytest.raises(ValueError, match="acts its first batch in init"):
+        apex.Config(pipeline=True, sweep=("gamma",))
     with pytest.raises(ValueError, match="give a list of values"):
         hyper.grid([0], learning_rate=1e-3)
 
@@ -170,6 +177,3 @@ def test_cli_sweep_errors(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_cli_sweep_on_an_algorithm_without_sweepable_fields(capsys):
-    assert main(["train", "apex", "--sweep", "gamma=0.9", "--no-compile-cache"]) == 2
-    assert "apex has no sweepable fields yet" in capsys.readouterr().err

@@ -42,6 +42,7 @@ share); rows beyond that are dropped and reported as ``dropped_fraction``.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,7 @@ import optax
 from flax import struct
 
 from jaxrl_par import axes, envs, replay
+from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
@@ -78,6 +80,11 @@ class Config:
     steps, batch 128, 2 learner steps, lr 2.5e-4, reached 140-500 at 5e5, see
     BENCHMARKS.md). Longer runs at this learning rate can lose the solution again, as
     DQN on CartPole often does."""
+
+    #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "max_grad_norm", "gamma", "huber_delta",
+                                  "per_beta")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
     env: str = "CartPole-v1"
     num_actors: int = 16  # global env lanes, one exploration rate each
@@ -110,8 +117,12 @@ class Config:
     # Actors' batch learned from one update later, so acting and learning can run at once
     # on two devices (train(..., actor_learner=True)); see the module docstring.
     pipeline: bool = False
+    # Fields held per lane in the state, so one program trains a sweep of their values
+    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
+    sweep: tuple[str, ...] = ()
 
     def __post_init__(self):
+        hyper.check_sweep(self)
         validate(self, positive=("num_actors", "num_steps", "total_timesteps", "buffer_size",
                                  "batch_size", "learner_steps_per_iteration", "learning_rate",
                                  "n_step", "target_period", "actor_sync_period",
@@ -124,6 +135,10 @@ class Config:
                                                or self.max_per_shard < 1):
             raise ValueError(f"apex.Config.max_per_shard={self.max_per_shard!r}: use None "
                              "(twice batch_size) or a positive int")
+        if self.pipeline and "gamma" in self.sweep:
+            raise ValueError("apex.Config: pipeline=True acts its first batch in init, with "
+                             "the config's gamma, before the runner writes each lane's: "
+                             "sweep gamma without the pipeline (or the other fields with it)")
         if self.pipeline and self.axis_name is not None:
             raise ValueError("apex.Config: pipeline=True runs actors and learner on two "
                              "devices of their own; it does not combine with data "
@@ -167,6 +182,7 @@ class ActorHalf:
     nstep_carry: NStepCarry
     env_steps: jax.Array
     key: jax.Array | None  # pipeline only: the actors' own key stream
+    hparams: dict | None = None  # the swept fields (a copy of the learner's)
 
 
 @struct.dataclass
@@ -183,6 +199,7 @@ class LearnerHalf:
     key: jax.Array
     learner_steps: jax.Array
     update_count: jax.Array
+    hparams: dict | None = None  # the swept fields
 
 
 @struct.dataclass
@@ -202,6 +219,7 @@ class State:
     update_count: jax.Array  # [] int32
     actor_key: jax.Array | None = None  # pipeline only: the actors' own key stream
     pending: Acted | None = None  # pipeline only: acted last update, learned from in this one
+    hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
 
 
 def make(config: Config) -> Algorithm:
@@ -210,7 +228,13 @@ def make(config: Config) -> Algorithm:
     spec = envs.make(cfg.env, 1)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
-    tx = clipped_adam(cfg.learning_rate, cfg.max_grad_norm)
+
+    def optimizer(hp) -> optax.GradientTransformation:
+        """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
+        # 0 (off) is fixed in the program: a swept max_grad_norm starts above 0.
+        return clipped_adam(hp.learning_rate, hp.max_grad_norm if cfg.max_grad_norm else 0)
+
+    tx = optimizer(cfg)
     buf = replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha)
     ladder = jnp.asarray(cfg.epsilons)  # [N] global
 
@@ -258,6 +282,7 @@ def make(config: Config) -> Algorithm:
             env_steps=jnp.int32(0),
             learner_steps=jnp.int32(0),
             update_count=jnp.int32(0),
+            hparams=hyper.init(cfg),
         )
         if not cfg.pipeline:
             return state
@@ -274,19 +299,19 @@ def make(config: Config) -> Algorithm:
                                double=True)
         return (jnp.abs(td) + cfg.priority_eps) * transitions.mask
 
-    def learner_step(carry, key, unravel):
+    def learner_step(carry, key, unravel, hp):
         """One prioritized double-Q step on flat parameter vectors (see
         :func:`scan_flat`). Carry ``(params [P], target [P], (opt_state, buffer, step,
-        env_steps))``; outputs per-step metrics."""
+        env_steps))``; ``hp`` the lane's hyperparameters; outputs per-step metrics."""
         params, target_params, (opt_state, buffer, step, env_steps) = carry
-        batch = replay.weighted_batch(buf, buffer, key, global_batch(), cfg.per_beta,
+        batch = replay.weighted_batch(buf, buffer, key, global_batch(), hp.per_beta,
                                       cfg.axis_name, max_per_shard())
         (loss, aux), grads = jax.value_and_grad(
             lambda p: q_loss(unravel(p), unravel(target_params), q_fn, batch.transitions,
-                             batch.loss_weights, True, cfg.loss, cfg.huber_delta),
+                             batch.loss_weights, True, cfg.loss, hp.huber_delta),
             has_aux=True)(params)
         grads = axes.psum(grads, cfg.axis_name)  # per-shard parts of the global mean
-        updates, opt_state = tx.update(grads, opt_state, params)
+        updates, opt_state = optimizer(hp).update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * batch.transitions.mask
         buffer = buf.update_priorities(buffer, batch.indices, priorities)  # skips index -1
@@ -316,18 +341,20 @@ def make(config: Config) -> Algorithm:
         }
         return (params, target_params, (opt_state, buffer, step, env_steps)), out
 
-    def learn(carry, buffer, key):
+    def learn(carry, buffer, key, hparams):
         """``learner_steps_per_iteration`` learner steps; returns the learner carry, the
         buffer's priorities (its storage is read-only here) and mean metrics."""
         params, target_params, opt_state, step, env_steps = carry
         keys = jax.random.split(key, cfg.learner_steps_per_iteration)
+        hp = hyper.view(cfg, hparams)
         params, target_params, (opt_state, buffer, step, env_steps), out = scan_flat(
-            learner_step, params, target_params, (opt_state, buffer, step, env_steps), keys)
+            lambda c, k, unravel: learner_step(c, k, unravel, hp), params, target_params,
+            (opt_state, buffer, step, env_steps), keys)
         return ((params, target_params, opt_state, step, env_steps),
                 (buffer.tree, buffer.max_priority), jax.tree.map(jnp.mean, out))
 
-    def skip(carry, buffer, key):
-        _, _, out_shape = jax.eval_shape(learn, carry, buffer, key)
+    def skip(carry, buffer, key, hparams):
+        _, _, out_shape = jax.eval_shape(learn, carry, buffer, key, hparams)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out_shape)
         return carry, (buffer.tree, buffer.max_priority), zeros
 
@@ -347,7 +374,8 @@ def make(config: Config) -> Algorithm:
         env_state, steps, ts = act_steps(envs.make(cfg.env, n_local()), q_fn, actor_params,
                                          actor.env_state, key, ladder[ids], cfg.num_steps,
                                          step_keys)
-        carry, transitions = to_transitions(actor.nstep_carry, steps, cfg.gamma, cfg.n_step,
+        hp = hyper.view(cfg, actor.hparams)
+        carry, transitions = to_transitions(actor.nstep_carry, steps, hp.gamma, cfg.n_step,
                                             actor.env_steps)
         priorities = initial_priorities(actor_params, actor_target_params, transitions)
         env_steps = actor.env_steps + cfg.env_steps_per_update
@@ -371,7 +399,7 @@ def make(config: Config) -> Algorithm:
         carry = (learner.params, learner.target_params, learner.opt_state,
                  learner.learner_steps, env_steps)
         carry, (tree, max_priority), out = jax.lax.cond(can_learn, learn, skip, carry,
-                                                        buffer, key)
+                                                        buffer, key, learner.hparams)
         params, target_params, opt_state, learner_steps, _ = carry
         buffer = buffer.replace(tree=tree, max_priority=max_priority)
         # -- actors pull the parameters every actor_sync_period learner steps ------------
@@ -393,16 +421,17 @@ def make(config: Config) -> Algorithm:
             actor_target_params=pick(target_params, learner.actor_target_params),
             actor_version=jnp.where(sync, learner_steps, learner.actor_version),
             buffer=buffer, key=learner.key, learner_steps=learner_steps,
-            update_count=learner.update_count + 1)
+            update_count=learner.update_count + 1, hparams=learner.hparams)
         return learner, axes.pmean(metrics, cfg.axis_name)
 
     # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
     def split(state: State):
-        actor = ActorHalf(state.env_state, state.nstep_carry, state.env_steps, state.actor_key)
+        actor = ActorHalf(state.env_state, state.nstep_carry, state.env_steps, state.actor_key,
+                          state.hparams)
         learner = LearnerHalf(state.params, state.target_params, state.opt_state,
                               state.actor_params, state.actor_target_params,
                               state.actor_version, state.buffer, state.key,
-                              state.learner_steps, state.update_count)
+                              state.learner_steps, state.update_count, state.hparams)
         return actor, (state.actor_params, state.actor_target_params), learner, state.pending
 
     def join(actor: ActorHalf, learner: LearnerHalf, pending: Acted | None) -> State:
@@ -410,7 +439,7 @@ def make(config: Config) -> Algorithm:
                      learner.actor_params, learner.actor_target_params, learner.actor_version,
                      actor.env_state, actor.nstep_carry, learner.buffer, learner.key,
                      actor.env_steps, learner.learner_steps, learner.update_count,
-                     actor.key, pending)
+                     actor.key, pending, learner.hparams)
 
     def pipeline_actor(actor: ActorHalf, copy):
         key, k_act = jax.random.split(actor.key)
@@ -447,4 +476,5 @@ def make(config: Config) -> Algorithm:
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         parts=parts if cfg.pipeline else {},
+        hyperparams=cfg.sweep,
     )
