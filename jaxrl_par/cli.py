@@ -376,12 +376,7 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out) -> 
     the best point; returns the rows for the JSON summary."""
     from jaxrl_par.algos import hyper
 
-    rows = []
-    for values, lanes in hyper.points(hparams, len(per_lane)):
-        finished = per_lane[lanes][~np.isnan(per_lane[lanes])]
-        rows.append({"hparams": values, "seeds": [seeds[i] for i in lanes],
-                     "final_return": float(np.mean(finished)) if finished.size else None,
-                     "final_return_std": float(np.std(finished)) if finished.size else None})
+    rows = hyper.summarize(hparams, per_lane, seeds)
     names = list(hparams)
     width = [max(len(n), 10) for n in names]
     print("  ".join(n.ljust(w) for n, w in zip(names, width)) + "  final return (seeds)",

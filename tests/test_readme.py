@@ -66,3 +66,6 @@ def test_readme_python_example(tmp_path, monkeypatch):
     assert sweep.seeds == [0, 1, 0, 1] and sweep.final_returns().shape == (4,)
     np.testing.assert_array_equal(sweep.hparams["learning_rate"],
                                   np.float32([1e-3, 1e-3, 2.5e-4, 2.5e-4]))
+    rows = ns["hyper"].summarize(sweep.hparams, sweep.final_returns(), sweep.seeds)
+    assert [(r["hparams"], r["seeds"]) for r in rows] == [
+        ({"learning_rate": 1e-3}, [0, 1]), ({"learning_rate": 2.5e-4}, [0, 1])]

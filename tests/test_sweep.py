@@ -177,3 +177,16 @@ def test_cli_sweep_errors(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+
+
+def test_summarize_groups_lanes_by_point_and_skips_unfinished_lanes():
+    hparams = {"learning_rate": np.float32([1e-3, 1e-3, 1e-4, 1e-4]),
+               "gamma": np.float32([0.9, 0.9, 0.9, 0.9])}
+    rows = hyper.summarize(hparams, [10.0, 20.0, np.nan, np.nan], [0, 1, 0, 1])
+    assert rows == [
+        {"hparams": {"learning_rate": 1e-3, "gamma": 0.9}, "seeds": [0, 1],
+         "final_return": 15.0, "final_return_std": 5.0},
+        {"hparams": {"learning_rate": 1e-4, "gamma": 0.9}, "seeds": [0, 1],
+         "final_return": None, "final_return_std": None}]
+    assert hyper.summarize({}, [1.0, 3.0], [0, 1]) == [
+        {"hparams": {}, "seeds": [0, 1], "final_return": 2.0, "final_return_std": 1.0}]

@@ -150,3 +150,20 @@ def points(hparams: Mapping[str, Any], num_lanes: int
     for lane, row in enumerate(rows):
         order.setdefault(row, []).append(lane)
     return [(dict(zip(names, row)), np.asarray(lanes)) for row, lanes in order.items()]
+
+
+def summarize(hparams: Mapping[str, Any], final_returns: Any, seeds: Sequence[int]
+              ) -> list[dict]:
+    """One row per point of a sweep (as :func:`points` orders them): ``{"hparams":
+    {name: value}, "seeds": [...], "final_return": mean, "final_return_std": std}``
+    over the point's lanes that finished an episode (None where none did). With a
+    :class:`~jaxrl_par.train.TrainResult` ``r``: ``summarize(r.hparams,
+    r.final_returns(), r.seeds)``."""
+    final_returns = np.asarray(final_returns, np.float64)
+    rows = []
+    for values, lanes in points(hparams, len(final_returns)):
+        finished = final_returns[lanes][~np.isnan(final_returns[lanes])]
+        rows.append({"hparams": values, "seeds": [int(seeds[i]) for i in lanes],
+                     "final_return": float(np.mean(finished)) if finished.size else None,
+                     "final_return_std": float(np.std(finished)) if finished.size else None})
+    return rows
