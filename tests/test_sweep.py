@@ -190,3 +190,13 @@ def test_summarize_groups_lanes_by_point_and_skips_unfinished_lanes():
          "final_return": None, "final_return_std": None}]
     assert hyper.summarize({}, [1.0, 3.0], [0, 1]) == [
         {"hparams": {}, "seeds": [0, 1], "final_return": 2.0, "final_return_std": 1.0}]
+
+
+def test_set_sweep_parses_field_names():
+    """``--set sweep=a,b`` gives a tuple of names (tuples of numbers parse as before)."""
+    from jaxrl_par.algos.config import apply_overrides
+
+    cfg = apply_overrides(ppo.Config(), ["sweep=learning_rate,ent_coef", "hidden_sizes=32,32"])
+    assert cfg.sweep == ("learning_rate", "ent_coef") and cfg.hidden_sizes == (32, 32)
+    with pytest.raises(ValueError, match="'num_envs' cannot be swept"):
+        apply_overrides(ppo.Config(), ["sweep=num_envs"])

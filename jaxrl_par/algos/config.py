@@ -44,7 +44,9 @@ def _parse_value(text: str, annotation: Any, default: Any):
         raise ValueError(f"expected a boolean (true/false), got {text!r}")
     if "bool" in kind.split(" | ") and text.lower() in ("true", "false"):  # bool | str
         return text.lower() == "true"
-    if kind.startswith("tuple[str"):  # names, e.g. sweep=learning_rate,ent_coef
+    if kind.startswith("tuple[str") or (typing.get_origin(annotation) is tuple
+                                        and typing.get_args(annotation)[:1] == (str,)):
+        # names, e.g. sweep=learning_rate,ent_coef
         return tuple(p.strip() for p in text.replace("(", "").replace(")", "").split(",")
                      if p.strip())
     if isinstance(default, tuple) or kind.startswith("tuple"):
