@@ -1,12 +1,15 @@
 """A real two-host run: two local processes, gloo collectives, one global mesh.
 
 Each process owns one CPU device; ``jax.distributed`` joins them into a 2-device mesh
-and a PPO run data-parallel over both must equal the same run on one device. The
-worker is this file run as a script (``python tests/test_multihost.py ...``).
+and a PPO run data-parallel over both must equal the same run on one device. The run is
+a two-lane sweep (one seed, two learning rates), so the lanes' values are written into a
+state that spans both processes. The worker is this file run as a script (``python
+tests/test_multihost.py ...``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -56,6 +59,11 @@ def test_two_process_ppo_matches_single_process(tmp_path):
         err = np.max(np.abs(got[k] - ref[k])) / max(np.max(np.abs(ref[k])), 1e-12)
         assert err <= 1e-5, (k, err)
     np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-5, atol=1e-6)
+    # Two lanes of a sweep (seed 0 at two learning rates): each process wrote its part
+    # of each lane's value, and the lanes train apart.
+    assert got["loss"].shape[0] == 2 and not np.allclose(got["loss"][0], got["loss"][1])
+    with open(tmp_path / "logs" / "config.json") as f:
+        assert json.load(f)["hparams"] == {"learning_rate": [2.5e-4, 1e-3]}
     # Only process 0 writes logs and checkpoints, and holds the log dir's lock.
     assert sorted(os.listdir(tmp_path / "logs")) == [".lock", "checkpoint.npz", "config.json",
                                                       "metrics.jsonl"]
@@ -81,23 +89,25 @@ def _worker(port: int, process_id: int, out_dir: str) -> None:
     from jaxrl_par.train import train
 
     cfg = ppo.Config(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1,
-                     total_timesteps=4 * 8 * 2, hidden_sizes=(8, 8), max_grad_norm=1e6)
+                     total_timesteps=4 * 8 * 2, hidden_sizes=(8, 8), max_grad_norm=1e6,
+                     sweep=("learning_rate",))
+    lanes = {"learning_rate": [2.5e-4, 1e-3]}  # two lanes of seed 0
 
     def dump(path, state, loss, **extra):
         arrays = {"loss": np.asarray(loss), **extra}
         for p, x in jax.tree_util.tree_flatten_with_path(state.params)[0]:
-            arrays["params" + jax.tree_util.keystr(p)] = np.asarray(x)[0]
+            arrays["params" + jax.tree_util.keystr(p)] = np.asarray(x)
         for p, x in jax.tree_util.tree_flatten_with_path(state.opt_state)[0]:
             if "mu" in jax.tree_util.keystr(p):
-                arrays["mu" + jax.tree_util.keystr(p)] = np.asarray(x)[0]
+                arrays["mu" + jax.tree_util.keystr(p)] = np.asarray(x)
         np.savez(path, **arrays)
 
     if process_id == 1:
-        ref = train(ppo.make(cfg), [0], num_chunks=2, progress=False)
+        ref = train(ppo.make(cfg), [0, 0], num_chunks=2, progress=False, hparams=lanes)
         dump(os.path.join(out_dir, "reference.npz"), ref.state, ref.metrics["loss"])
     dp = ppo.make(dataclasses.replace(cfg, axis_name=axes.DATA))
-    out = train(dp, [0], num_chunks=2, progress=False, devices=2,
-                log_dir=os.path.join(out_dir, "logs"))
+    out = train(dp, [0, 0], num_chunks=2, progress=False, devices=2,
+                log_dir=os.path.join(out_dir, "logs"), hparams=lanes)
     host = parallel.unreplicate(parallel.to_host(out.state))  # every process calls it
     if process_id == 0:
         dump(os.path.join(out_dir, "sharded.npz"), host, out.metrics["loss"],
