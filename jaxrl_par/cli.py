@@ -118,15 +118,23 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
     """``(cfg, seeds, hparams)`` of the run: with ``--sweep``, the config with the swept
     fields added to ``sweep`` and every seed at every point of the grid
     (:func:`jaxrl_par.algos.hyper.grid`); without, the seeds and (from a run's
-    config.json given as ``--config``) that run's swept values."""
+    config.json given as ``--config``) that run's swept values: its lanes as they were,
+    or with ``--seed``/``--seeds`` each of its points at those seeds."""
     import dataclasses
 
     from jaxrl_par.algos import hyper
 
     seeds = _seeds(args)
     values = _sweep_values(args.sweep)
+    recorded = _recorded(args, "hparams")
+    if not values and recorded and (args.seed is not None or args.seeds is not None):
+        # The recorded sweep's points, each at the seeds asked for now.
+        lanes = [(point, seed) for point, _ in
+                 hyper.points(recorded, len(next(iter(recorded.values())))) for seed in seeds]
+        return cfg, [seed for _, seed in lanes], {
+            name: [point[name] for point, _ in lanes] for name in recorded}
     if not values:
-        return cfg, seeds, _recorded(args, "hparams")
+        return cfg, seeds, recorded
     allowed = _sweepable(args.algo)
     if not allowed:
         raise ValueError(f"--sweep: {args.algo} has no sweepable fields")
@@ -136,7 +144,7 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
                          f"sweepable: {', '.join(allowed)}")
     swept = tuple(cfg.sweep) + tuple(n for n in values if n not in cfg.sweep)
     cfg = dataclasses.replace(cfg, sweep=swept)
-    if args.seed is None and args.seeds is None and _recorded(args, "hparams"):
+    if args.seed is None and args.seeds is None and recorded:
         seeds = list(dict.fromkeys(seeds))  # a swept run's lanes repeat its seeds
     seeds, hparams = hyper.grid(seeds, **values)
     return cfg, seeds, hparams
@@ -358,8 +366,9 @@ def cmd_train(args) -> int:
         file=sys.stderr if args.json else sys.stdout,
     )
     if result.hparams:
-        summary["sweep"] = _sweep_table(result.hparams, per_seed, seeds,
-                                        sys.stderr if args.json else sys.stdout)
+        summary["sweep"] = _sweep_table(
+            result.hparams, per_seed, seeds, sys.stderr if args.json else sys.stdout,
+            np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
     if args.json:
         print(json.dumps(summary))
     if result.interrupted:
@@ -371,21 +380,29 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out) -> list[dict]:
-    """Prints the final return of each point of a sweep (mean +- std over its seeds) and
-    the best point; returns the rows for the JSON summary."""
+def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
+                 greedy: np.ndarray | None = None) -> list[dict]:
+    """Prints the final return of each point of a sweep (mean +- std over its seeds;
+    with ``greedy``, each lane's greedy return, theirs too) and the best point by final
+    return; returns the rows for the JSON summary."""
     from jaxrl_par.algos import hyper
 
     rows = hyper.summarize(hparams, per_lane, seeds)
+    if greedy is not None:
+        for row, g in zip(rows, hyper.summarize(hparams, greedy, seeds)):
+            row["greedy_return"], row["greedy_return_std"] = g["final_return"], \
+                g["final_return_std"]
     names = list(hparams)
     width = [max(len(n), 10) for n in names]
-    print("  ".join(n.ljust(w) for n, w in zip(names, width)) + "  final return (seeds)",
-          file=out)
+    print("  ".join(n.ljust(w) for n, w in zip(names, width)) + "  final return (seeds)"
+          + ("  greedy return" if greedy is not None else ""), file=out)
     for row in rows:
         cells = "  ".join(f"{row['hparams'][n]:<{w}.4g}" for n, w in zip(names, width))
         result = ("no episode finished" if row["final_return"] is None else
                   f"{row['final_return']:.1f} +- {row['final_return_std']:.1f}")
-        print(f"{cells}  {result} ({len(row['seeds'])})", file=out)
+        extra = (f"  {row['greedy_return']:.1f} +- {row['greedy_return_std']:.1f}"
+                 if greedy is not None else "")
+        print(f"{cells}  {result} ({len(row['seeds'])}){extra}", file=out)
     scored = [r for r in rows if r["final_return"] is not None]
     if scored:
         best = max(scored, key=lambda r: r["final_return"])

@@ -159,6 +159,15 @@ def test_cli_sweep_prints_a_table_and_json_per_point(tmp_path, capsys):
     assert main(argv) == 0
     again = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
     assert again["already_finished"] and again["hparams"] == summary["hparams"]
+    # With --seeds, each recorded point at the new seeds.
+    argv = ["train", "ppo", "--config", str(tmp_path / "run" / "config.json"), "--seed", "5",
+            "--seeds", "1", "--json", "--no-progress", "--no-compile-cache", "--eval-envs", "2"]
+    assert main(argv) == 0
+    rerun = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
+    assert rerun["hparams"] == {"learning_rate": [1e-3, 1e-3, 2.5e-4, 2.5e-4],
+                                "ent_coef": [0.0, 0.01, 0.0, 0.01]}
+    assert [row["seeds"] for row in rerun["sweep"]] == [[5]] * 4
+    assert [row["greedy_return"] for row in rerun["sweep"]] == rerun["greedy_returns"]
     assert main(["eval", str(tmp_path / "run"), "--eval-envs", "2", "--json",
                  "--no-compile-cache"]) == 0
     evaluated = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
