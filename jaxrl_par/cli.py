@@ -402,7 +402,8 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
                   f"{row['final_return']:.1f} +- {row['final_return_std']:.1f}")
         extra = (f"  {row['greedy_return']:.1f} +- {row['greedy_return_std']:.1f}"
                  if greedy is not None else "")
-        print(f"{cells}  {result} ({len(row['seeds'])}){extra}", file=out)
+        result = f"{result} ({len(row['seeds'])})"
+        print(f"{cells}  {result:<20}{extra}", file=out)
     scored = [r for r in rows if r["final_return"] is not None]
     if scored:
         best = max(scored, key=lambda r: r["final_return"])
