@@ -129,6 +129,33 @@ def test_a_swept_run_resumes_with_its_values_and_refuses_others(tmp_path):
               resume=True)
 
 
+def test_a_swept_run_killed_midway_resumes_as_if_never_stopped(tmp_path):
+    """Killed after a checkpoint, resumed without hparams: the lanes' values come back
+    from the checkpoint and the result equals the run that never stopped."""
+    algo = ppo.make(ppo.Config(sweep=("learning_rate", "clip_eps"), **PPO_TINY))
+    hparams = {"learning_rate": [1e-3, 2e-4], "clip_eps": [0.1, 0.3]}
+    full = train(algo, [0, 1], hparams=hparams, progress=False, num_chunks=4)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, rows):
+        if done >= 2:
+            raise Stop
+
+    log = str(tmp_path / "run")
+    with pytest.raises(Stop):
+        train(algo, [0, 1], hparams=hparams, progress=False, num_chunks=4, log_dir=log,
+              callback=stop_after_two)
+    resumed = train(algo, [0, 1], progress=False, num_chunks=4, log_dir=log, resume=True)
+    assert resumed.updates_run == 2
+    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state), strict=True):
+        if not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for k, v in full.metrics.items():
+        np.testing.assert_array_equal(v, resumed.metrics[k])
+
+
 def test_cli_sweep_prints_a_table_and_json_per_point(tmp_path, capsys):
     argv = ["train", "ppo", "--total-timesteps", "4096", "--set", "num_envs=4",
             "--sweep", "learning_rate=1e-3,2.5e-4", "--sweep", "ent_coef=0,0.01",
