@@ -48,7 +48,8 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = T
     if num_seeds % shape.pop:
         raise ValueError(
             f"{num_seeds} seed(s) do not divide over pop={shape.pop} population shards; "
-            f"use a multiple of {shape.pop} seeds"
+            f"use a multiple of {shape.pop} seeds (with a sweep: of lanes, seeds times "
+            "points)"
         )
     axis_name = getattr(algo.config, "axis_name", None)
     if shape.data > 1 and axis_name != axes.DATA:
