@@ -158,8 +158,7 @@ def make(config: Config) -> Algorithm:
 
     def optimizer(hp) -> optax.GradientTransformation:
         """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
-        # 0 (off) is fixed in the program: a swept max_grad_norm starts above 0.
-        return clipped_adam(hp.learning_rate, hp.max_grad_norm if cfg.max_grad_norm else 0)
+        return clipped_adam(hp.learning_rate, hp.max_grad_norm)
 
     tx = optimizer(cfg)
     buf = (replay.prioritized(cfg.buffer_size, alpha=cfg.per_alpha) if cfg.prioritized

@@ -65,12 +65,21 @@ def view(cfg: Any, hparams: Mapping[str, Any] | None) -> types.SimpleNamespace:
     """Every sweepable field by attribute, as float32 ``[]``: the state's (traced) value
     where it is swept, the config's value as a constant where not. So arithmetic on
     them (``1 - clip_eps``, ``gamma * lambda``) is float32 either way, and a lane of a
-    sweep equals, bit for bit, a run with its values in the config. Fields that cannot
-    be swept are not on the view: code that reads one through it fails at once."""
+    sweep equals, bit for bit, a run with its values in the config. A field whose 0
+    switches its part off (``Config.SWEEP_POSITIVE``, e.g. ``max_grad_norm``) stays the
+    Python number 0 where it is 0, so the program can still leave that part out (it
+    cannot be swept then). Fields that cannot be swept are not on the view: code that
+    reads one through it fails at once."""
     hparams = hparams or {}
-    return types.SimpleNamespace(**{name: hparams[name] if name in hparams
-                                    else jnp.float32(getattr(cfg, name))
-                                    for name in sweepable(cfg)})
+    off = set(getattr(type(cfg), "SWEEP_POSITIVE", ()))
+
+    def value(name):
+        if name in hparams:
+            return hparams[name]
+        v = getattr(cfg, name)
+        return v if name in off and v == 0 else jnp.float32(v)
+
+    return types.SimpleNamespace(**{name: value(name) for name in sweepable(cfg)})
 
 
 def lane_values(cfg: Any, swept: Sequence[str], hparams: Mapping[str, Any] | None,

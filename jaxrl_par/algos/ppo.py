@@ -180,8 +180,7 @@ def make(config: Config) -> Algorithm:
         if cfg.anneal_lr:
             lr = optax.linear_schedule(
                 lr, 0.0, cfg.num_updates * cfg.update_epochs * cfg.num_minibatches)
-        # 0 (off) is fixed in the program: a swept max_grad_norm starts above 0.
-        return clipped_adam(lr, hp.max_grad_norm if cfg.max_grad_norm else 0, eps=1e-5)
+        return clipped_adam(lr, hp.max_grad_norm, eps=1e-5)
 
     tx = optimizer(cfg)
 
