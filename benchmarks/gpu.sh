@@ -35,6 +35,8 @@
 #   continuous   benchmarks/continuous.py: PPO on Pendulum-v1, ours vs rejax, 8 seeds (not in
 #                the default)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
+#   sweep        benchmarks/sweep.py --algos ppo: eight learning rates as one vmapped sweep,
+#                against eight runs and against rejax's vmapped sweep (not in the default)
 #
 # The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
 # their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
@@ -160,6 +162,10 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
           echo "minatar ppo $n envs: $("$0" -m jaxrl_par train ppo --env Breakout-MinAtar \
             --set num_envs=$n --total-timesteps $1 --no-progress --json 2>/dev/null | tail -1)"
         done' "$PY" "$MINATAR_STEPS" "$MINATAR_ENVS" ;;
+    sweep) if [ -n "$QUICK" ]; then SW=(--total-timesteps 20000 --repeats 1)
+           else SW=(--total-timesteps 100000 --repeats 3); fi
+           section sweep 150 "$PY" benchmarks/sweep.py --algos ppo "${SW[@]}" \
+             --out "$DEST/sweep.json" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
                      ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
                      --out "$DEST/actor_learner.json" ;;
