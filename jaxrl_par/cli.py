@@ -43,7 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                         "learning_rate=1e-3,2.5e-4; prints a table of final returns per "
                         "point. FIELD is one of the Config's sweepable fields (the "
                         "learning rate, discount, loss coefficients...; any other "
-                        "lists them)")
+                        "lists them). FIELD=LOW:HIGH (uniform) or FIELD=LOW:HIGH:log "
+                        "(log-uniform) draws --points random values instead")
+    t.add_argument("--points", type=int, default=None, metavar="N",
+                   help="random search: draw N points of the --sweep ranges (LOW:HIGH), "
+                        "every seed at each (the draw is fixed by the first seed)")
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
@@ -95,23 +99,35 @@ def _sweepable(algo: str) -> tuple[str, ...]:
     return getattr(importlib.import_module(algos.ALGORITHMS[algo][0]).Config, "SWEEPABLE", ())
 
 
-def _sweep_values(items: list[str]) -> dict[str, list[float]]:
-    """``{field: [values]}`` from ``--sweep field=v1,v2,...`` strings."""
+def _sweep_values(items: list[str]) -> tuple[dict[str, list[float]], dict[str, tuple]]:
+    """``({field: [values]}, {field: (low, high[, "log"])})`` from ``--sweep`` strings:
+    ``field=v1,v2,...`` (a grid) and ``field=low:high[:log]`` (a range to sample)."""
     values: dict[str, list[float]] = {}
+    ranges: dict[str, tuple] = {}
     for item in items:
         name, sep, text = item.partition("=")
         name = name.strip()
         if not sep or not name or not text.strip():
             raise ValueError(f"--sweep expects FIELD=V1,V2,..., got {item!r}")
-        if name in values:
+        if name in values or name in ranges:
             raise ValueError(f"--sweep {name} is given twice; list all its values in one "
                              f"--sweep {name}=V1,V2,...")
+        if ":" in text:
+            parts = [p.strip() for p in text.split(":")]
+            try:
+                if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+                    raise ValueError
+                ranges[name] = (float(parts[0]), float(parts[1]), *parts[2:])
+            except ValueError:
+                raise ValueError(f"--sweep {item!r}: a range is LOW:HIGH (uniform) or "
+                                 "LOW:HIGH:log (log-uniform)") from None
+            continue
         try:
             values[name] = [float(v) for v in text.split(",") if v.strip()]
         except ValueError:
             raise ValueError(f"--sweep {item!r}: the values must be numbers separated by "
                              "commas") from None
-    return values
+    return values, ranges
 
 
 def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
@@ -125,7 +141,13 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
     from jaxrl_par.algos import hyper
 
     seeds = _seeds(args)
-    values = _sweep_values(args.sweep)
+    values, ranges = _sweep_values(args.sweep)
+    if ranges and args.points is None:
+        raise ValueError(f"--sweep {next(iter(ranges))}=LOW:HIGH draws random values: give "
+                         "how many points with --points N")
+    if args.points is not None and not ranges:
+        raise ValueError("--points N draws values of ranges: give one as --sweep "
+                         "FIELD=LOW:HIGH (or LOW:HIGH:log)")
     recorded = _recorded(args, "hparams")
     if not values and recorded and (args.seed is not None or args.seeds is not None):
         # The recorded sweep's points, each at the seeds asked for now.
@@ -133,21 +155,29 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
                  hyper.points(recorded, len(next(iter(recorded.values())))) for seed in seeds]
         return cfg, [seed for _, seed in lanes], {
             name: [point[name] for point, _ in lanes] for name in recorded}
-    if not values:
+    if not values and not ranges:
         return cfg, seeds, recorded
     allowed = _sweepable(args.algo)
     if not allowed:
         raise ValueError(f"--sweep: {args.algo} has no sweepable fields")
-    unknown = [name for name in values if name not in allowed]
+    unknown = [name for name in [*values, *ranges] if name not in allowed]
     if unknown:
         raise ValueError(f"--sweep {unknown[0]}: not a sweepable {args.algo} field; "
                          f"sweepable: {', '.join(allowed)}")
-    swept = tuple(cfg.sweep) + tuple(n for n in values if n not in cfg.sweep)
+    swept = tuple(cfg.sweep) + tuple(n for n in [*values, *ranges] if n not in cfg.sweep)
     cfg = dataclasses.replace(cfg, sweep=swept)
     if args.seed is None and args.seeds is None and recorded:
         seeds = list(dict.fromkeys(seeds))  # a swept run's lanes repeat its seeds
-    seeds, hparams = hyper.grid(seeds, **values)
-    return cfg, seeds, hparams
+    if ranges:  # random points, every seed at each; then the grid over those lanes
+        try:
+            seeds, drawn = hyper.sample(seeds, args.points, seeds[0], **ranges)
+        except ValueError as e:
+            raise ValueError(f"--sweep/--points: {e}") from None
+    else:
+        drawn = {}
+    lanes, grid = hyper.grid(list(range(len(seeds))), **values)  # grid x (point, seed)
+    hparams = {**grid, **{name: [v[i] for i in lanes] for name, v in drawn.items()}}
+    return cfg, [seeds[i] for i in lanes], hparams
 
 
 def _recorded(args, key: str):
@@ -403,13 +433,13 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
         extra = (f"  {row['greedy_return']:.1f} +- {row['greedy_return_std']:.1f}"
                  if greedy is not None else "")
         result = f"{result} ({len(row['seeds'])})"
-        print(f"{cells}  {result:<20}{extra}", file=out)
+        print(f"{cells}  {result:<20}{extra}".rstrip(), file=out)
     scored = [r for r in rows if r["final_return"] is not None]
     if scored:
         best = max(scored, key=lambda r: r["final_return"])
         print("best: " + " ".join(f"{n}={best['hparams'][n]:.4g}" for n in names)
               + f" ({best['final_return']:.1f}); train it alone with "
-              + " ".join(f"--set {n}={best['hparams'][n]:.6g}" for n in names), file=out)
+              + " ".join(f"--set {n}={best['hparams'][n]!r}" for n in names), file=out)
     return rows
 
 

@@ -236,3 +236,43 @@ def test_set_sweep_parses_field_names():
     assert cfg.sweep == ("learning_rate", "ent_coef") and cfg.hidden_sizes == (32, 32)
     with pytest.raises(ValueError, match="'num_envs' cannot be swept"):
         apply_overrides(ppo.Config(), ["sweep=num_envs"])
+
+
+def test_sample_draws_fixed_points_within_the_ranges():
+    seeds, hp = hyper.sample([0, 1], 200, seed=3, learning_rate=(1e-5, 1e-1, "log"),
+                             clip_eps=(0.1, 0.3))
+    assert seeds == [0, 1] * 200 and hp["learning_rate"][0] == hp["learning_rate"][1]
+    lr, clip = np.asarray(hp["learning_rate"][::2]), np.asarray(hp["clip_eps"][::2])
+    assert lr.min() >= 1e-5 and lr.max() <= 1e-1 and clip.min() >= 0.1 and clip.max() <= 0.3
+    # Log-uniform: each of the four decades holds about a quarter of the points.
+    counts = np.histogram(np.log10(lr), bins=[-5, -4, -3, -2, -1])[0]
+    assert counts.min() > 30, counts
+    assert hyper.sample([0, 1], 200, seed=3, learning_rate=(1e-5, 1e-1, "log"),
+                        clip_eps=(0.1, 0.3)) == (seeds, hp)
+    for bad in [(1e-2, 1e-3), (0.0, 1.0, "log"), (1.0, 2.0, "exp"), 0.5]:
+        with pytest.raises(ValueError, match="sample: learning_rate="):
+            hyper.sample([0], 2, learning_rate=bad)
+
+
+def test_cli_random_search_crosses_the_grid_with_drawn_points(capsys):
+    argv = ["train", "ppo", "--total-timesteps", "2048", "--set", "num_envs=4",
+            "--sweep", "learning_rate=1e-4:1e-2:log", "--sweep", "ent_coef=0,0.01",
+            "--points", "2", "--seeds", "2", "--json", "--no-progress", "--no-compile-cache"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
+    lr, ent = summary["hparams"]["learning_rate"], summary["hparams"]["ent_coef"]
+    assert len(lr) == 8 and ent == [0.0] * 4 + [0.01] * 4
+    assert lr[:4] == lr[4:] and lr[0] == lr[1] and lr[2] == lr[3] and lr[0] != lr[2]
+    assert all(1e-4 <= x <= 1e-2 for x in lr)
+    assert [row["seeds"] for row in summary["sweep"]] == [[0, 1]] * 4
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sweep", "learning_rate=1e-4:1e-2"], "give how many points with --points N"),
+    (["--points", "4"], "--points N draws values of ranges"),
+    (["--sweep", "learning_rate=1e-4:1e-2:exp", "--points", "2"], "a range is LOW:HIGH"),
+    (["--sweep", "learning_rate=1e-2:1e-4", "--points", "2"], "need low < high"),
+])
+def test_cli_random_search_errors(argv, message, capsys):
+    assert main(["train", "ppo", "--no-progress", "--no-compile-cache", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -146,6 +146,38 @@ def grid(seeds: int | Sequence[int], **values: Sequence[float]
             {name: [float(point[i]) for point, _ in lanes] for i, name in enumerate(names)})
 
 
+def sample(seeds: int | Sequence[int], num_points: int, seed: int = 0,
+           **ranges: tuple) -> tuple[list[int], dict[str, list[float]]]:
+    """Random search (Bergstra and Bengio 2012): ``num_points`` points drawn at random,
+    every seed at each, as :func:`grid` lays them out. Each range is ``(low, high)``
+    (uniform) or ``(low, high, "log")`` (log-uniform, for learning rates and other scales;
+    ``low > 0``). ``seed`` fixes the draw, so the same call gives the same points::
+
+        seeds, hp = sample([0, 1], 8, learning_rate=(1e-4, 1e-2, "log"), ent_coef=(0, 0.02))
+    """
+    if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)) \
+            or num_points < 1:
+        raise ValueError(f"sample: num_points={num_points!r}; give a number of points >= 1")
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    for name, spec in ranges.items():
+        if not isinstance(spec, (tuple, list)) or len(spec) not in (2, 3) or (
+                len(spec) == 3 and spec[2] != "log"):
+            raise ValueError(f"sample: {name}={spec!r}; give (low, high) or (low, high, 'log')")
+        low, high = float(spec[0]), float(spec[1])
+        log = len(spec) == 3
+        if not low < high or (log and low <= 0):
+            raise ValueError(f"sample: {name}={spec!r}; need low < high"
+                             + (" and low > 0 for a log range" if log else ""))
+        u = rng.uniform(size=num_points)
+        drawn[name] = (np.exp(np.log(low) + u * (np.log(high) - np.log(low))) if log
+                       else low + u * (high - low))
+    seeds = [int(seeds)] if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    lanes = [(p, seed) for p in range(num_points) for seed in seeds]
+    return ([s for _, s in lanes],
+            {name: [float(v[p]) for p, _ in lanes] for name, v in drawn.items()})
+
+
 def points(hparams: Mapping[str, Any], num_lanes: int
            ) -> list[tuple[dict[str, float], np.ndarray]]:
     """The distinct points of a sweep, in order of first appearance, each with the
