@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--points", type=int, default=None, metavar="N",
                    help="random search: draw N points of the --sweep ranges (LOW:HIGH), "
                         "every seed at each (the draw is fixed by the first seed)")
+    t.add_argument("--pbt", type=int, default=None, metavar="K",
+                   help="population based training over the --sweep lanes: every K updates "
+                        "the worst quarter copies the best quarter's states and perturbs "
+                        "their values (x0.8 or x1.25); the table then shows final values")
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
@@ -341,9 +345,14 @@ def cmd_train(args) -> int:
         _use_compile_cache()
     if args.actor_learner:
         mesh_kw = {"actor_learner": True}
+    pbt = None
+    if args.pbt is not None:
+        from jaxrl_par.pbt import PBT
+
+        pbt = PBT(interval=args.pbt)
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   **mesh_kw)
+                   pbt=pbt, **mesh_kw)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
+from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.precision import float32
@@ -274,6 +275,7 @@ def train(
     check_memory: bool = True,
     actor_learner: bool | Sequence[jax.Device] | None = None,
     hparams: dict[str, Any] | None = None,
+    pbt: pbt_lib.PBT | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -319,6 +321,11 @@ def train(
         :func:`jaxrl_par.algos.hyper.grid` makes every seed at every point of a grid. A
         swept field left out keeps the config's value. A resumed run takes its values
         from the checkpoint (given ones must equal them).
+      pbt: population based training over the sweep's lanes (:class:`jaxrl_par.pbt.PBT`):
+        every ``pbt.interval`` updates (then the chunk size) the worst lanes copy the
+        best ones' states and perturb their values. ``hparams`` are then the initial
+        values; ``TrainResult.hparams`` the final ones, and ``metrics["hparams/NAME"]``
+        each lane's values at every update. One process only.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -337,6 +344,12 @@ def train(
     lanes = hyper.lane_values(algo.config, algo.hyperparams, hparams, len(seed_list))
     num_updates = algo.num_updates
     chunk_updates = choose_chunk(num_updates, num_chunks)
+    if pbt is not None:
+        pbt_lib.check(pbt, lanes, num_updates)
+        if jax.process_count() > 1:
+            raise ValueError("pbt runs within one process (its steps are host decisions); "
+                             "train it on the devices of one host")
+        chunk_updates = pbt.interval
     factory = chunk_fn_factory or make_chunk_fn
     sharded = None
     pipeline = None
@@ -423,6 +436,10 @@ def train(
         elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
                 pass
+    current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
+    if pbt is not None and done_updates:
+        current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
+                   for k, v in state.hparams.items()}
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
@@ -445,6 +462,9 @@ def train(
             n_valid = min(chunk_updates, num_updates - done_updates)
             rows = _to_host_rows(metrics, n_valid)
             _check_finite(rows, done_updates)
+            if pbt is not None:  # the values each lane trained this chunk with
+                rows.update({f"hparams/{k}": np.repeat(v[:, None], n_valid, axis=1)
+                             for k, v in current.items()})
             for k, v in rows.items():
                 history.setdefault(k, []).append(v)
             if log_dir and is_main:
@@ -452,6 +472,9 @@ def train(
                              algo.env_steps_per_update)
             done_updates += n_valid
             updates_run += n_valid
+            if pbt is not None and done_updates < num_updates:
+                state, current = _pbt_step(pbt, state, rows, current, seed_list, done_updates,
+                                           algo.config, log_dir if is_main else None)
             if sharded and debug_replication:
                 parallel.assert_is_replicated(state, where=f"after update {done_updates}")
             if log_dir:
@@ -489,8 +512,25 @@ def train(
         interrupted=interrupted,
         stop_signal=stop.signum if interrupted else None,
         updates_run=updates_run,
-        hparams=lanes,
+        hparams=current,
     )
+
+
+def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
+    """One exploit/explore step after ``done_updates`` updates (see :mod:`jaxrl_par.pbt`);
+    appends the decision to ``log_dir/pbt.jsonl``. Returns the state and lanes' values."""
+    score = pbt_lib.scores(rows, pbt.metric)
+    source, new = pbt_lib.exploit_explore(pbt, score, current,
+                                          pbt_lib.rng_for(seeds, done_updates), cfg)
+    state = pbt_lib.apply(state, source, new)
+    if log_dir:
+        with open(os.path.join(log_dir, "pbt.jsonl"), "a") as f:
+            f.write(json.dumps({"update": done_updates, "source": source.tolist(),
+                                "score": [None if not np.isfinite(x) else float(x)
+                                          for x in score],
+                                "hparams": {k: hyper.to_floats(v) for k, v in new.items()}})
+                    + "\n")
+    return state, new
 
 
 def _set_hparams(state: Any, lanes: dict[str, np.ndarray]) -> Any:
