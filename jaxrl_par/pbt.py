@@ -127,10 +127,14 @@ _gather_jit = jax.jit(_gather, donate_argnums=0)
 
 
 def apply(state: Any, source: np.ndarray, lanes: dict[str, np.ndarray]) -> Any:
-    """``state`` (leaves ``[S, ...]``) with lane ``i`` copied from ``source[i]`` (keys of
-    copied lanes folded with ``i``) and ``state.hparams`` set to ``lanes``."""
+    """``state`` (leaves ``[S, ...]``, or ``[S, D, ...]`` on a mesh) with lane ``i`` copied
+    from ``source[i]`` (keys of copied lanes folded with ``i``) and ``state.hparams`` set
+    to ``lanes``, each leaf placed as it was."""
     n = len(source)
+    shardings = jax.tree.map(lambda x: x.sharding, state)
     state = _gather_jit(state, jnp.asarray(source, jnp.int32), jnp.arange(n, dtype=jnp.int32))
+    # Back to the layout the compiled chunk takes (on a mesh the gather's output may differ).
+    state = jax.device_put(state, shardings)
     hparams = {name: jax.device_put(jnp.broadcast_to(
         jnp.asarray(values).reshape((-1,) + (1,) * (state.hparams[name].ndim - 1)),
         state.hparams[name].shape), state.hparams[name].sharding)

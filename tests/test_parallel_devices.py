@@ -175,6 +175,26 @@ def test_a_sweep_over_a_population_mesh_equals_the_sweep_on_one_device():
     assert not np.allclose(out.metrics["loss"][0], out.metrics["loss"][2])  # values used
 
 
+def test_pbt_on_a_population_mesh_equals_pbt_on_one_device():
+    """PBT's whole-state copies go across pop shards and come back in the mesh's layout;
+    the steps and the training equal the same PBT run on one device."""
+    from jaxrl_par.pbt import PBT
+
+    hparams = {"learning_rate": [1e-6, 3e-3, 1e-6, 1e-3]}
+    sweep = ("learning_rate",)
+    out = _run(dataclasses.replace(DP_CFG, sweep=sweep, total_timesteps=8 * 8 * 6),
+               [0, 1, 2, 3], devices=8, pop=4, hparams=hparams, pbt=PBT(interval=2))
+    ref = _run(dataclasses.replace(CFG, sweep=sweep, total_timesteps=8 * 8 * 6),
+               [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2))
+    np.testing.assert_array_equal(out.metrics["hparams/learning_rate"],
+                                  ref.metrics["hparams/learning_rate"])
+    assert not np.array_equal(ref.metrics["hparams/learning_rate"][:, 0],
+                              ref.metrics["hparams/learning_rate"][:, -1])
+    for i in range(4):
+        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+            assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[i]) <= 1e-5
+
+
 def test_errors_name_the_numbers_before_compiling():
     with pytest.raises(ValueError, match="pop=3 does not divide devices=8"):
         _run(DP_CFG, [0, 1, 2], devices=8, pop=3)
