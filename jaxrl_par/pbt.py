@@ -88,8 +88,11 @@ def exploit_explore(pbt: PBT, score: np.ndarray, lanes: dict[str, np.ndarray],
                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``(source [S], lanes)``: lane ``i`` takes lane ``source[i]``'s state (itself when it
     is kept), and the new swept values per lane (float32; with ``cfg``, a value the
-    Config rejects is the parent's). Ties in ``score`` rank the lower lane index higher."""
+    Config rejects is the parent's). Ties in ``score`` rank the lower lane index higher;
+    when no lane has a score (no episode finished), nothing changes."""
     n = len(score)
+    if not np.isfinite(score).any():  # no lane finished an episode: nothing to rank by
+        return np.arange(n), {name: v.astype(np.float32) for name, v in lanes.items()}
     k = max(1, round(pbt.fraction * n))
     order = np.lexsort((np.arange(n), -score))  # best first
     top, bottom = order[:k], order[n - k:]

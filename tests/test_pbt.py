@@ -31,6 +31,10 @@ def test_the_worst_lanes_take_a_best_lanes_values_times_a_factor():
         assert new["gamma"][i] == np.float32(0.99)  # 0.99 * 1.25 > 1: the parent's value
     kept = [i for i in range(8) if i not in (3, 5)]
     np.testing.assert_array_equal(new["learning_rate"][kept], lanes["learning_rate"][kept])
+    source, same = pbt_lib.exploit_explore(PBT(interval=1), np.full(8, -np.inf), lanes,
+                                           np.random.default_rng(0))
+    assert list(source) == list(range(8))  # no episode finished anywhere: no step
+    np.testing.assert_array_equal(same["learning_rate"], lanes["learning_rate"])
 
 
 def test_apply_copies_whole_states_and_folds_the_copies_keys():
