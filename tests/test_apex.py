@@ -5,13 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from killed import train_killed_after
+from test_dqn import PROBE_VALUES, algo_q, q_values, run
 
 from jaxrl_par.algos import apex
 from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.qlearning import batch_td_error
 from jaxrl_par.train import train
-
-from test_dqn import PROBE_VALUES, algo_q, q_values, run
 
 SMALL = dict(env="CartPole-v1", num_actors=8, num_steps=4, buffer_size=4_096, batch_size=32,
              learner_steps_per_iteration=1, learning_starts=64, hidden_sizes=(32,),
@@ -188,17 +188,9 @@ def test_actor_learner_resumed_equals_one_program_never_stopped(tmp_path):
     whole = train(algo, [0], num_chunks=4, progress=False)
     log = str(tmp_path / "run")
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(done, rows):
-        if done >= algo.num_updates // 2:
-            raise Stop
-
     device = jax.devices()[0]
-    with pytest.raises(Stop):
-        train(algo, [0], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two,
-              actor_learner=(device, device))
+    train_killed_after(algo.num_updates // 2, algo, [0], num_chunks=4, progress=False,
+                       log_dir=log, actor_learner=(device, device))
     resumed = train(algo, [0], num_chunks=4, progress=False, log_dir=log, resume=True,
                     actor_learner=(device, device))
     for name in ("loss", "q_mean", "insert_priority", "policy_lag", "episode_return"):

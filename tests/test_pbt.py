@@ -6,6 +6,7 @@ import os
 import jax
 import numpy as np
 import pytest
+from killed import train_killed_after
 
 from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import ppo
@@ -63,17 +64,9 @@ def test_pbt_run_logs_its_steps_and_a_resume_makes_the_same_ones(tmp_path):
     np.testing.assert_array_equal(full.hparams["learning_rate"], schedule[:, -1])
     assert not np.array_equal(schedule[:, 0], schedule[:, -1])  # it exploited
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two_steps(done, rows):
-        if done >= 4:
-            raise Stop
-
     log = str(tmp_path / "run")
-    with pytest.raises(Stop):
-        train(algo, [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2), progress=False,
-              log_dir=log, callback=stop_after_two_steps)
+    train_killed_after(4, algo, [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2),
+                       progress=False, log_dir=log)
     resumed = train(algo, [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2),
                     progress=False, log_dir=log, resume=True)
     assert resumed.updates_run == 4

@@ -6,6 +6,7 @@ import os
 import jax
 import numpy as np
 import pytest
+from killed import train_killed_after
 
 from jaxrl_par.algos import apex, dqn, hyper, ppo
 from jaxrl_par.cli import main
@@ -136,17 +137,9 @@ def test_a_swept_run_killed_midway_resumes_as_if_never_stopped(tmp_path):
     hparams = {"learning_rate": [1e-3, 2e-4], "clip_eps": [0.1, 0.3]}
     full = train(algo, [0, 1], hparams=hparams, progress=False, num_chunks=4)
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(done, rows):
-        if done >= 2:
-            raise Stop
-
     log = str(tmp_path / "run")
-    with pytest.raises(Stop):
-        train(algo, [0, 1], hparams=hparams, progress=False, num_chunks=4, log_dir=log,
-              callback=stop_after_two)
+    train_killed_after(2, algo, [0, 1], hparams=hparams, progress=False, num_chunks=4,
+                       log_dir=log)
     resumed = train(algo, [0, 1], progress=False, num_chunks=4, log_dir=log, resume=True)
     assert resumed.updates_run == 2
     for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state), strict=True):

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 import toy_algo
+from killed import train_killed_after
 
 from jaxrl_par import lru, memory
 from jaxrl_par import train as train_mod
@@ -130,15 +131,7 @@ def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch
 def _run_killed_after_two_chunks(algo, log: str) -> None:
     """Trains ``algo`` on seeds [0, 1] in 4 chunks into ``log`` and dies (an exception
     out of ``train``) after the second chunk is logged and checkpointed."""
-    class Stop(Exception):
-        pass
-
-    def stop_after_two(done, rows):
-        if done >= 12:
-            raise Stop
-
-    with pytest.raises(Stop):
-        train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, callback=stop_after_two)
+    train_killed_after(12, algo, [0, 1], num_chunks=4, progress=False, log_dir=log)
 
 
 def test_resume_equals_never_stopping(tmp_path):
