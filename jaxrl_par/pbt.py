@@ -20,6 +20,8 @@ and update).
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -143,6 +145,24 @@ def apply(state: Any, source: np.ndarray, lanes: dict[str, np.ndarray]) -> Any:
         state.hparams[name].shape), state.hparams[name].sharding)
         for name, values in lanes.items()}
     return state.replace(hparams={**state.hparams, **hparams})
+
+
+def truncate_log(path: str, updates_done: int) -> None:
+    """Keeps the steps of ``path`` (``pbt.jsonl``) taken at or before ``updates_done``:
+    a run killed between logging a step and checkpointing it takes that step again when
+    it resumes, and logs it again."""
+    if not os.path.exists(path):
+        return
+    kept = []
+    with open(path) as f:
+        for line in f:
+            try:
+                if json.loads(line)["update"] <= updates_done:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError):
+                break  # a line cut short by the kill
+    with open(path, "w") as f:
+        f.writelines(kept)
 
 
 def rng_for(seeds: Sequence[int], update: int) -> np.random.Generator:

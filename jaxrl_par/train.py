@@ -39,6 +39,7 @@ from jaxrl_par.precision import float32
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
+PBT_LOG = "pbt.jsonl"
 
 # Compiled init and chunk programs of recent runs, in two `lru.LRU` caches of
 # _MAX_COMPILED entries each (the least recently used goes first). `_compiled` is keyed by
@@ -440,6 +441,8 @@ def train(
     if pbt is not None and done_updates:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
                    for k, v in state.hparams.items()}
+        if log_dir and is_main:  # steps logged past the checkpoint are taken again
+            pbt_lib.truncate_log(os.path.join(log_dir, PBT_LOG), done_updates)
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
@@ -524,7 +527,7 @@ def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
                                           pbt_lib.rng_for(seeds, done_updates), cfg)
     state = pbt_lib.apply(state, source, new)
     if log_dir:
-        with open(os.path.join(log_dir, "pbt.jsonl"), "a") as f:
+        with open(os.path.join(log_dir, PBT_LOG), "a") as f:
             f.write(json.dumps({"update": done_updates, "source": source.tolist(),
                                 "score": [None if not np.isfinite(x) else float(x)
                                           for x in score],

@@ -67,6 +67,8 @@ def test_pbt_run_logs_its_steps_and_a_resume_makes_the_same_ones(tmp_path):
     log = str(tmp_path / "run")
     train_killed_after(4, algo, [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2),
                        progress=False, log_dir=log)
+    with open(os.path.join(log, "pbt.jsonl"), "a") as f:  # a step logged, not checkpointed
+        f.write(json.dumps({"update": 6, "source": [0, 0, 0, 0], "hparams": {}}) + "\n")
     resumed = train(algo, [0, 1, 2, 3], hparams=hparams, pbt=PBT(interval=2),
                     progress=False, log_dir=log, resume=True)
     assert resumed.updates_run == 4
