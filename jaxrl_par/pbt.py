@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_par.algos import hyper
+
 
 @dataclasses.dataclass(frozen=True)
 class PBT:
@@ -50,8 +52,8 @@ class PBT:
     metric: str = "episode_return"
 
     def __post_init__(self):
-        if isinstance(self.interval, bool) or not isinstance(self.interval, int) \
-                or self.interval < 1:
+        if isinstance(self.interval, bool) or not isinstance(
+                self.interval, (int, np.integer)) or self.interval < 1:
             raise ValueError(f"PBT.interval={self.interval!r}: give the updates between "
                              "exploit/explore steps, an int >= 1")
         if not 0 < self.fraction <= 0.5:
@@ -139,12 +141,7 @@ def apply(state: Any, source: np.ndarray, lanes: dict[str, np.ndarray]) -> Any:
     shardings = jax.tree.map(lambda x: x.sharding, state)
     state = _gather_jit(state, jnp.asarray(source, jnp.int32), jnp.arange(n, dtype=jnp.int32))
     # Back to the layout the compiled chunk takes (on a mesh the gather's output may differ).
-    state = jax.device_put(state, shardings)
-    hparams = {name: jax.device_put(jnp.broadcast_to(
-        jnp.asarray(values).reshape((-1,) + (1,) * (state.hparams[name].ndim - 1)),
-        state.hparams[name].shape), state.hparams[name].sharding)
-        for name, values in lanes.items()}
-    return state.replace(hparams={**state.hparams, **hparams})
+    return hyper.write(jax.device_put(state, shardings), lanes)
 
 
 def truncate_log(path: str, updates_done: int) -> None:

@@ -417,7 +417,7 @@ def train(
         try:
             state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
             if lanes and not resuming:
-                state = _set_hparams(state, lanes)
+                state = hyper.write(state, lanes)
         finally:  # the line ends, and the time shows, also when compiling fails
             compile_seconds = time.perf_counter() - t0
             if show:
@@ -534,19 +534,6 @@ def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
                                 "hparams": {k: hyper.to_floats(v) for k, v in new.items()}})
                     + "\n")
     return state, new
-
-
-def _set_hparams(state: Any, lanes: dict[str, np.ndarray]) -> Any:
-    """``state`` with each lane's swept values written into ``state.hparams`` (leaves
-    ``[S]``, or ``[S, D]`` on a mesh: the lane's value in every copy), placed as the
-    leaves they replace (also across processes)."""
-    new = dict(state.hparams)
-    for name, values in lanes.items():
-        leaf = new[name]
-        full = np.broadcast_to(values.reshape((-1,) + (1,) * (leaf.ndim - 1)), leaf.shape)
-        new[name] = jax.make_array_from_callback(leaf.shape, leaf.sharding,
-                                                 lambda index, full=full: full[index])
-    return state.replace(hparams=new)
 
 
 def _lanes_record(lanes: dict[str, np.ndarray]) -> dict:

@@ -22,6 +22,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -80,6 +81,20 @@ def view(cfg: Any, hparams: Mapping[str, Any] | None) -> types.SimpleNamespace:
         return v if name in off and v == 0 else jnp.float32(v)
 
     return types.SimpleNamespace(**{name: value(name) for name in sweepable(cfg)})
+
+
+def write(state: Any, lanes: Mapping[str, np.ndarray]) -> Any:
+    """``state`` with each lane's values written into ``state.hparams`` (leaves ``[S]``,
+    or ``[S, D]`` on a mesh: the lane's value in every copy), placed as the leaves they
+    replace (across processes too). ``lanes``: float32 ``[S]`` per swept field."""
+    new = dict(state.hparams)
+    for name, values in lanes.items():
+        leaf = new[name]
+        full = np.broadcast_to(np.asarray(values, np.float32).reshape(
+            (-1,) + (1,) * (leaf.ndim - 1)), leaf.shape)
+        new[name] = jax.make_array_from_callback(leaf.shape, leaf.sharding,
+                                                 lambda index, full=full: full[index])
+    return state.replace(hparams=new)
 
 
 def lane_values(cfg: Any, swept: Sequence[str], hparams: Mapping[str, Any] | None,
