@@ -155,10 +155,8 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
     recorded = _recorded(args, "hparams")
     if not values and recorded and (args.seed is not None or args.seeds is not None):
         # The recorded sweep's points, each at the seeds asked for now.
-        lanes = [(point, seed) for point, _ in
-                 hyper.points(recorded, len(next(iter(recorded.values())))) for seed in seeds]
-        return cfg, [seed for _, seed in lanes], {
-            name: [point[name] for point, _ in lanes] for name in recorded}
+        points = hyper.points(recorded, len(next(iter(recorded.values()))))
+        return (cfg, *hyper.at_seeds([point for point, _ in points], seeds))
     if not values and not ranges:
         return cfg, seeds, recorded
     allowed = _sweepable(args.algo)
@@ -172,16 +170,14 @@ def _lanes(args, cfg) -> tuple[object, list[int], dict | None]:
     cfg = dataclasses.replace(cfg, sweep=swept)
     if args.seed is None and args.seeds is None and recorded:
         seeds = list(dict.fromkeys(seeds))  # a swept run's lanes repeat its seeds
-    if ranges:  # random points, every seed at each; then the grid over those lanes
+    drawn = [{}]
+    if ranges:  # random points, crossed with the grid's
         try:
-            seeds, drawn = hyper.sample(seeds, args.points, seeds[0], **ranges)
+            drawn = hyper.sample_points(args.points, seeds[0], **ranges)
         except ValueError as e:
             raise ValueError(f"--sweep/--points: {e}") from None
-    else:
-        drawn = {}
-    lanes, grid = hyper.grid(list(range(len(seeds))), **values)  # grid x (point, seed)
-    hparams = {**grid, **{name: [v[i] for i in lanes] for name, v in drawn.items()}}
-    return cfg, [seeds[i] for i in lanes], hparams
+    points = [{**g, **d} for g in hyper.grid_points(**values) for d in drawn]
+    return (cfg, *hyper.at_seeds(points, seeds))
 
 
 def _recorded(args, key: str):

@@ -140,36 +140,40 @@ def to_floats(values: Any) -> list[float]:
     return [float(str(np.float32(v))) for v in np.asarray(values, np.float32).reshape(-1)]
 
 
-def grid(seeds: int | Sequence[int], **values: Sequence[float]
-         ) -> tuple[list[int], dict[str, list[float]]]:
-    """Every seed at every point of the grid of ``values``: ``(seeds [S], hparams)`` for
-    ``train(algo, seeds, hparams=hparams)``. Lanes are point-major, so the seeds of one
-    point are adjacent::
-
-        seeds, hp = grid([0, 1], learning_rate=[1e-3, 3e-4])
-        # seeds == [0, 1, 0, 1]; hp == {"learning_rate": [1e-3, 1e-3, 3e-4, 3e-4]}
-    """
+def at_seeds(points: Sequence[Mapping[str, float]], seeds: int | Sequence[int]
+             ) -> tuple[list[int], dict[str, list[float]]]:
+    """Every seed at each of ``points`` (dicts of the same fields): ``(seeds [S],
+    hparams)`` for ``train(algo, seeds, hparams=hparams)``. Lanes are point-major, so the
+    seeds of one point are adjacent."""
     seeds = [int(seeds)] if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    lanes = [(point, seed) for point in points for seed in seeds]
+    names = list(points[0]) if points else []
+    return ([seed for _, seed in lanes],
+            {name: [float(point[name]) for point, _ in lanes] for name in names})
+
+
+def grid_points(**values: Sequence[float]) -> list[dict[str, float]]:
+    """Every point of the grid of ``values`` (the last field varies fastest)."""
     names = list(values)
     for name in names:
         if not isinstance(values[name], Sequence | np.ndarray) or isinstance(
                 values[name], (str, bytes)) or not len(values[name]):
             raise ValueError(f"grid: {name}={values[name]!r}; give a list of values")
-    points = list(itertools.product(*(values[n] for n in names)))
-    lanes = [(point, seed) for point in points for seed in seeds]
-    return ([seed for _, seed in lanes],
-            {name: [float(point[i]) for point, _ in lanes] for i, name in enumerate(names)})
+    return [dict(zip(names, point)) for point in itertools.product(*values.values())]
 
 
-def sample(seeds: int | Sequence[int], num_points: int, seed: int = 0,
-           **ranges: tuple) -> tuple[list[int], dict[str, list[float]]]:
-    """Random search (Bergstra and Bengio 2012): ``num_points`` points drawn at random,
-    every seed at each, as :func:`grid` lays them out. Each range is ``(low, high)``
-    (uniform) or ``(low, high, "log")`` (log-uniform, for learning rates and other scales;
-    ``low > 0``). ``seed`` fixes the draw, so the same call gives the same points::
+def grid(seeds: int | Sequence[int], **values: Sequence[float]
+         ) -> tuple[list[int], dict[str, list[float]]]:
+    """Every seed at every point of the grid of ``values``, laid out by :func:`at_seeds`::
 
-        seeds, hp = sample([0, 1], 8, learning_rate=(1e-4, 1e-2, "log"), ent_coef=(0, 0.02))
+        seeds, hp = grid([0, 1], learning_rate=[1e-3, 3e-4])
+        # seeds == [0, 1, 0, 1]; hp == {"learning_rate": [1e-3, 1e-3, 3e-4, 3e-4]}
     """
+    return at_seeds(grid_points(**values), seeds)
+
+
+def sample_points(num_points: int, seed: int = 0, **ranges: tuple) -> list[dict[str, float]]:
+    """``num_points`` points drawn at random from ``ranges`` (see :func:`sample`)."""
     if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)) \
             or num_points < 1:
         raise ValueError(f"sample: num_points={num_points!r}; give a number of points >= 1")
@@ -187,10 +191,19 @@ def sample(seeds: int | Sequence[int], num_points: int, seed: int = 0,
         u = rng.uniform(size=num_points)
         drawn[name] = (np.exp(np.log(low) + u * (np.log(high) - np.log(low))) if log
                        else low + u * (high - low))
-    seeds = [int(seeds)] if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
-    lanes = [(p, seed) for p in range(num_points) for seed in seeds]
-    return ([s for _, s in lanes],
-            {name: [float(v[p]) for p, _ in lanes] for name, v in drawn.items()})
+    return [{name: float(v[p]) for name, v in drawn.items()} for p in range(num_points)]
+
+
+def sample(seeds: int | Sequence[int], num_points: int, seed: int = 0,
+           **ranges: tuple) -> tuple[list[int], dict[str, list[float]]]:
+    """Random search (Bergstra and Bengio 2012): ``num_points`` points drawn at random,
+    every seed at each, laid out by :func:`at_seeds`. Each range is ``(low, high)``
+    (uniform) or ``(low, high, "log")`` (log-uniform, for learning rates and other scales;
+    ``low > 0``). ``seed`` fixes the draw, so the same call gives the same points::
+
+        seeds, hp = sample([0, 1], 8, learning_rate=(1e-4, 1e-2, "log"), ent_coef=(0, 0.02))
+    """
+    return at_seeds(sample_points(num_points, seed, **ranges), seeds)
 
 
 def points(hparams: Mapping[str, Any], num_lanes: int
