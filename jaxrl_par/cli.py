@@ -368,7 +368,7 @@ def cmd_train(args) -> int:
         "final_return": float(np.mean(finals)) if finals.size else None,
         "final_return_std": float(np.std(finals)) if finals.size else None,
         "final_returns": [None if np.isnan(x) else float(x) for x in per_seed],  # by seed
-        **({"hparams": {k: hyper.to_floats(v) for k, v in result.hparams.items()}}
+        **({"hparams": hyper.to_record(result.hparams)}
            if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
@@ -479,7 +479,7 @@ def cmd_eval(args) -> int:
     if run.hparams:
         from jaxrl_par.algos import hyper
 
-        summary["hparams"] = {k: hyper.to_floats(v) for k, v in run.hparams.items()}
+        summary["hparams"] = hyper.to_record(run.hparams)
     print(f"{run.name} on {cfg.env} ({args.log_dir}, update {run.updates_done} of "
           f"{run.algo.num_updates}, seeds {run.seeds}): greedy return "
           f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from jaxrl_par import algos, checkpoint, memory
+from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.precision import float32
 
@@ -273,5 +274,4 @@ def load_run(log_dir: str) -> LoadedRun:
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
                      updates_done=int(meta["updates_done"]),
                      data_shards=max(shards) if shards else 1,
-                     hparams={k: np.asarray(v, np.float32)
-                              for k, v in (meta.get("hparams") or {}).items()})
+                     hparams=hyper.from_record(meta.get("hparams")))

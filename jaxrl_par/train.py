@@ -437,6 +437,7 @@ def train(
         elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
                 pass
+    lanes_record = _lanes_record(lanes)  # what config.json and each checkpoint record
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
     if pbt is not None and done_updates:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
@@ -446,7 +447,7 @@ def train(
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
-                       "data_shards": data_shards, **_lanes_record(lanes)}, f, indent=1)
+                       "data_shards": data_shards, **lanes_record}, f, indent=1)
 
     bar = None
     if show:
@@ -487,7 +488,7 @@ def train(
                                                             "seeds": seed_list,
                                                             "data_shards": data_shards,
                                                             "config": record,
-                                                            **_lanes_record(lanes)})
+                                                            **lanes_record})
             if bar is not None:
                 bar.update(n_valid * algo.env_steps_per_update)
                 ret = rows["episode_return"]
@@ -531,27 +532,25 @@ def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
             f.write(json.dumps({"update": done_updates, "source": source.tolist(),
                                 "score": [None if not np.isfinite(x) else float(x)
                                           for x in score],
-                                "hparams": {k: hyper.to_floats(v) for k, v in new.items()}})
+                                "hparams": hyper.to_record(new)})
                     + "\n")
     return state, new
 
 
 def _lanes_record(lanes: dict[str, np.ndarray]) -> dict:
     """``{"hparams": {name: [S] floats}}`` for a run's records ({} without a sweep)."""
-    return {"hparams": {k: hyper.to_floats(v) for k, v in lanes.items()}} if lanes else {}
+    return {"hparams": hyper.to_record(lanes)} if lanes else {}
 
 
 def _resumed_lanes(path: str, meta: dict, lanes: dict[str, np.ndarray], given: bool
                    ) -> dict[str, np.ndarray]:
     """The swept values of the run saved at ``path``: its own, which ``lanes`` (the
     values this call asks for, when ``given``) must equal."""
-    saved = {k: np.asarray(v, np.float32) for k, v in (meta.get("hparams") or {}).items()}
+    saved = hyper.from_record(meta.get("hparams"))
     if given and (saved.keys() != lanes.keys()
                   or any(not np.array_equal(saved[k], lanes[k]) for k in saved)):
-        asked = {k: hyper.to_floats(v) for k, v in lanes.items()}
-        had = {k: hyper.to_floats(v) for k, v in saved.items()}
-        raise ValueError(f"{path} was trained with hparams {had}, this run asks for "
-                         f"{asked}: resume with the run's values (or "
+        raise ValueError(f"{path} was trained with hparams {hyper.to_record(saved)}, this "
+                         f"run asks for {hyper.to_record(lanes)}: resume with the run's values (or "
                          "leave hparams out to take them), or give a new log dir")
     return saved or lanes
 

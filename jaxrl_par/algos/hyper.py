@@ -140,6 +140,17 @@ def to_floats(values: Any) -> list[float]:
     return [float(str(np.float32(v))) for v in np.asarray(values, np.float32).reshape(-1)]
 
 
+def to_record(lanes: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Each field's lane values as :func:`to_floats` gives them: the JSON form of a
+    sweep's values in config.json, checkpoints, ``pbt.jsonl`` and ``--json``."""
+    return {name: to_floats(values) for name, values in lanes.items()}
+
+
+def from_record(record: Mapping[str, Sequence[float]] | None) -> dict[str, np.ndarray]:
+    """float32 ``[S]`` per field from :func:`to_record`'s form (None: no sweep, {})."""
+    return {name: np.asarray(values, np.float32) for name, values in (record or {}).items()}
+
+
 def at_seeds(points: Sequence[Mapping[str, float]], seeds: int | Sequence[int]
              ) -> tuple[list[int], dict[str, list[float]]]:
     """Every seed at each of ``points`` (dicts of the same fields): ``(seeds [S],
