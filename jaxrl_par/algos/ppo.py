@@ -35,13 +35,12 @@ from jaxrl_par.networks import (
     TORSOS,
     ActorCritic,
     PolicyExtras,
-    action_noise,
     make_policy,
 )
 from jaxrl_par.normalization import RunningStats, init_stats, normalize, scale, update_stats
 from jaxrl_par.returns import GAE_METHODS, gae_advantages
+from jaxrl_par.rollouts import env_action, policy_rollout
 
-ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
 # What `loss_fn` reports; `update` returns their means over the update's minibatch steps.
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -206,39 +205,18 @@ def make(config: Config) -> Algorithm:
             hparams=hyper.init(cfg),
         )
 
-    def to_env_action(action):
-        """What the env is stepped with: continuous actions clipped to the action space
-        (the rollout and ``act`` alike); the policy's own action is what is learned from."""
-        if spec.discrete:
-            return action
-        low, high = spec.action_bounds
-        return jnp.clip(action, low, high)
-
     def prepare(stats, obs):
         return normalize(stats, obs) if cfg.normalize_obs else obs
 
     def rollout(state: State, key: jax.Array):
-        """Acts ``num_steps`` times. Returns the final env state and ``[T, N]`` records."""
-        env = local_env()
-        k_act, k_env = jax.random.split(key)
-        # The whole rollout's action noise [T, N_local, A] drawn at once from one key (the
-        # global batch's, sliced per shard; see networks.action_noise for why), and its
-        # per-env env keys [T, N_local] from one batched split.
-        noise = axes.shard_draw(
-            lambda k, shape: action_noise(k, shape + (spec.num_actions,), spec.discrete),
-            k_act, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
-        env_keys = axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
-
-        def step(env_state, xs):
-            step_noise, env_step_keys = xs
-            obs = prepare(state.obs_stats, env_state.obs)
-            dist = network.apply(state.params, obs, method=ActorCritic.actor)
-            action = dist.sample_with_noise(step_noise)
-            extras = PolicyExtras(log_prob=dist.log_prob(action), value=None)
-            env_state, ts = env.step(env_step_keys, env_state, to_env_action(action))
-            return env_state, (obs, action, extras, ts)
-
-        return jax.lax.scan(step, state.env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
+        """Acts ``num_steps`` times (:func:`jaxrl_par.rollouts.policy_rollout`). Returns
+        the final env state and ``[T, N]`` records ``(obs, action, extras, ts)``."""
+        env_state, (obs, action, log_prob, ts) = policy_rollout(
+            local_env(),
+            lambda obs: network.apply(state.params, obs, method=ActorCritic.actor),
+            state.env_state, key, cfg.num_envs, cfg.num_steps, cfg.axis_name,
+            prepare=lambda obs: prepare(state.obs_stats, obs))
+        return env_state, (obs, action, PolicyExtras(log_prob=log_prob, value=None), ts)
 
     def scaled_rewards(state: State, ts, gamma):
         """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
@@ -376,9 +354,9 @@ def make(config: Config) -> Algorithm:
         return new_state, metrics
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """The distribution's mode, as the env gets it (see ``to_env_action``)."""
+        """The distribution's mode, as the env gets it (:func:`rollouts.env_action`)."""
         action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
-        return to_env_action(action)
+        return env_action(spec, action)
 
     return Algorithm(
         config=cfg,

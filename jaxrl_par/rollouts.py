@@ -1,0 +1,73 @@
+"""Acting with a stochastic policy in vectorised environments: the rollout that PPO's
+synchronous actors and IMPALA's lagged actors share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_par import axes, envs
+from jaxrl_par.networks import action_noise
+
+ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
+
+
+def env_action(env: envs.VecEnv, action: jax.Array) -> jax.Array:
+    """What the env is stepped with: continuous actions clipped to the action space; the
+    policy's own action is what is learned from (and discrete actions pass as they are)."""
+    if env.discrete:
+        return action
+    low, high = env.action_bounds
+    return jnp.clip(action, low, high)
+
+
+def policy_rollout(
+    env: envs.VecEnv,
+    actor: Callable[[jax.Array], object],
+    env_state: envs.EnvState,
+    key: jax.Array,
+    num_envs: int,
+    num_steps: int,
+    axis_name: str | None = None,
+    prepare: Callable[[jax.Array], jax.Array] | None = None,
+):
+    """Acts ``num_steps`` times in every env with ``dist = actor(obs)``.
+
+    Args:
+      env: this shard's envs (``num_envs / axis_size`` of them).
+      actor: ``obs [N_local, ...] -> dist`` with ``sample_with_noise`` and ``log_prob``
+        (:class:`~jaxrl_par.networks.Categorical` or ``DiagGaussian``).
+      env_state: their state, leaves ``[N_local, ...]``.
+      key: one key for the whole global batch. The rollout's action noise ``[T, N, A]``
+        is drawn at once from it, and the per-env env keys ``[T, N]`` from one batched
+        split, each sliced per shard (:func:`jaxrl_par.axes.shard_draw`), so that a
+        shard acts exactly as its envs would on one device.
+      num_envs: the global number of envs. num_steps: ``T``.
+      axis_name: the data axis, or None on one device.
+      prepare: applied to each observation before the actor sees it (normalisation);
+        the prepared observation is what is recorded.
+
+    Returns:
+      ``(env_state, (obs, action, log_prob, timestep))``, the records time-major
+      ``[T, N_local, ...]``: the observations acted on, the policy's actions (before
+      :func:`env_action`), their log-probabilities under the acting policy, and the
+      env's :class:`~jaxrl_par.envs.Timestep` of each step.
+    """
+    k_act, k_env = jax.random.split(key)
+    noise = axes.shard_draw(
+        lambda k, shape: action_noise(k, shape + (env.num_actions,), env.discrete),
+        k_act, num_envs, axis_name, steps=num_steps)
+    env_keys = axes.shard_keys(k_env, num_envs, axis_name, steps=num_steps)
+
+    def step(env_state, xs):
+        step_noise, env_step_keys = xs
+        obs = env_state.obs if prepare is None else prepare(env_state.obs)
+        dist = actor(obs)
+        action = dist.sample_with_noise(step_noise)
+        log_prob = dist.log_prob(action)
+        env_state, ts = env.step(env_step_keys, env_state, env_action(env, action))
+        return env_state, (obs, action, log_prob, ts)
+
+    return jax.lax.scan(step, env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
