@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -54,19 +56,97 @@ def gae_advantages(
     delta_t = reward_t + gamma * not_terminated * bootstrap_value_t - value_tm1
     decay_t = gamma * lambda_ * not_done
 
-    if method not in GAE_METHODS:
-        raise ValueError(f"method={method!r}; choose from {GAE_METHODS}")
-    if method == "auto":
-        advantages = jax.lax.platform_dependent(
-            delta_t, decay_t, cpu=_backward_scan, default=_backward_associative)
-    elif method == "scan":
-        advantages = _backward_scan(delta_t, decay_t)
-    else:
-        advantages = _backward_associative(delta_t, decay_t)
+    advantages = _backward(delta_t, decay_t, method)
     return advantages, advantages + value_tm1
 
 
 GAE_METHODS = ("auto", "scan", "associative")
+
+
+class VTraceOutput(NamedTuple):
+    """What :func:`vtrace` returns, each ``[T]``."""
+
+    vtrace_targets: jax.Array  # v_s, the value targets
+    pg_advantages: jax.Array  # clipped rho_s * (r_s + gamma * v_{s+1} - V(x_s))
+    importance_weights: jax.Array  # rho_s = pi(a_s | x_s) / mu(a_s | x_s), unclipped
+
+
+def vtrace(
+    reward_t: jax.Array,
+    value_tm1: jax.Array,
+    bootstrap_value_t: jax.Array,
+    terminated_t: jax.Array,
+    done_t: jax.Array,
+    log_rho_t: jax.Array,
+    gamma: float,
+    lambda_: float = 1.0,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    pg_rho_bar: float | None = None,
+    method: str = "auto",
+) -> VTraceOutput:
+    """V-trace targets and policy-gradient advantages (Espeholt et al. 2018,
+    arXiv:1802.01561, section 4), for a trajectory acted by a behaviour policy ``mu`` and
+    learned by a target policy ``pi``, with auto-resetting environments as in
+    :func:`gae_advantages` (``bootstrap_value_t`` is the value of the observation step
+    ``t`` reached: the next one, or the final one before a reset on truncation)::
+
+        rho_t   = exp(log_rho_t)
+        delta_t = min(rho_bar, rho_t) * (r_t + gamma * (1 - terminated_t) * bootstrap_value_t - V(x_t))
+        v_t - V(x_t) = delta_t + gamma * lambda * min(c_bar, rho_t) * (1 - done_t) * (v_{t+1} - V(x_{t+1}))
+        pg_advantage_t = min(pg_rho_bar, rho_t) * (r_t + gamma * (1 - terminated_t) * q_t - V(x_t))
+
+    where ``q_t`` is ``v_{t+1}`` while the episode goes on and ``bootstrap_value_t`` where
+    it ended at ``t`` or the trajectory does (``t = T - 1``). ``done_t`` cuts the trace, so
+    nothing leaks across episodes. On-policy (``log_rho = 0``) with ``rho_bar, c_bar >= 1``
+    the targets are the lambda-returns of :func:`gae_advantages`.
+
+    Args:
+      reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t: ``[T]``, as for
+        :func:`gae_advantages`. Values are treated as constants (no gradient flows
+        through the targets; callers pass ``stop_gradient``-ed values or not, alike).
+      log_rho_t: ``[T]`` ``log pi(a_t | x_t) - log mu(a_t | x_t)``.
+      gamma: discount. lambda_: the trace's lambda (1 in the paper).
+      rho_bar, c_bar: truncation levels of the importance weights in ``delta_t`` and in
+        the trace. pg_rho_bar: that of the policy gradient (default ``rho_bar``).
+      method: the backward recursion, as for :func:`gae_advantages`.
+
+    Returns:
+      :class:`VTraceOutput` of ``[T]`` arrays.
+    """
+    chex.assert_rank([reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t,
+                      log_rho_t], 1)
+    chex.assert_equal_shape([reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t,
+                             log_rho_t])
+    if pg_rho_bar is None:
+        pg_rho_bar = rho_bar
+    value_tm1 = jax.lax.stop_gradient(value_tm1)
+    bootstrap_value_t = jax.lax.stop_gradient(bootstrap_value_t)
+    rho_t = jnp.exp(jax.lax.stop_gradient(log_rho_t))
+    discount_t = gamma * (1.0 - terminated_t.astype(reward_t.dtype))
+    not_done = 1.0 - done_t.astype(reward_t.dtype)
+    delta_t = jnp.minimum(rho_bar, rho_t) * (reward_t + discount_t * bootstrap_value_t
+                                             - value_tm1)
+    decay_t = gamma * lambda_ * jnp.minimum(c_bar, rho_t) * not_done
+    targets = value_tm1 + _backward(delta_t, decay_t, method)
+    # v_{t+1} where the episode goes on within the trajectory, else the bootstrap value.
+    next_targets = jnp.concatenate([targets[1:], bootstrap_value_t[-1:]])
+    q_t = jnp.where(done_t, bootstrap_value_t, next_targets)
+    pg_advantages = jnp.minimum(pg_rho_bar, rho_t) * (reward_t + discount_t * q_t - value_tm1)
+    return VTraceOutput(targets, pg_advantages, rho_t)
+
+
+def _backward(delta_t: jax.Array, decay_t: jax.Array, method: str) -> jax.Array:
+    """``A_t = delta_t + decay_t * A_{t+1}``, ``A_T = 0``, by ``method`` (see
+    :func:`gae_advantages`): the recursion shared by GAE and V-trace."""
+    if method not in GAE_METHODS:
+        raise ValueError(f"method={method!r}; choose from {GAE_METHODS}")
+    if method == "auto":
+        return jax.lax.platform_dependent(
+            delta_t, decay_t, cpu=_backward_scan, default=_backward_associative)
+    if method == "scan":
+        return _backward_scan(delta_t, decay_t)
+    return _backward_associative(delta_t, decay_t)
 
 
 def _backward_scan(delta_t: jax.Array, decay_t: jax.Array) -> jax.Array:
