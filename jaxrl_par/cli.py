@@ -324,7 +324,7 @@ def cmd_train(args) -> int:
     if args.actor_learner:
         if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
             raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
-                             "use it with apex")
+                             "use it with apex or impala")
         if args.devices is not None or args.pop is not None:
             raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
                              "and --pop")

@@ -50,3 +50,31 @@ def normalize(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Arra
 def scale(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
     """``x`` divided by the running std, not centred (rewards keep their sign), clipped."""
     return jnp.clip(x / jnp.sqrt(stats.var + 1e-8), -clip, clip)
+
+
+def scale_rewards(stats: RunningStats, discounted_return: jax.Array, reward: jax.Array,
+                  done: jax.Array, gamma, axis_name: str | None = None
+                  ) -> tuple[jax.Array, RunningStats, jax.Array]:
+    """Rewards divided by the running std of each env's discounted return (gym's
+    NormalizeReward, as CleanRL's and PureJaxRL's continuous PPO use), so values are of
+    order 1 whatever the reward scale.
+
+    Args:
+      stats: the statistics of the discounted returns so far (shape ``[]``).
+      discounted_return: ``[N]`` each env's running return, carried between rollouts.
+      reward, done: ``[T, N]`` a rollout's rewards and episode ends.
+      gamma: the discount of the running returns.
+      axis_name: a data axis over which ``N`` is sharded (statistics over all shards).
+
+    Returns:
+      ``(reward / std [T, N], stats, discounted_return [N])``: the returns of every step
+      (reset where an episode ends) folded into the statistics first, then used.
+    """
+    def step(ret, x):
+        r, d = x
+        ret = ret * gamma + r
+        return jnp.where(d, 0.0, ret), ret
+
+    last, returns = jax.lax.scan(step, discounted_return, (reward, done))
+    stats = update_stats(stats, returns, axis_name)
+    return scale(stats, reward), stats, last

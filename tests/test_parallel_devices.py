@@ -18,7 +18,7 @@ from jax.sharding import PartitionSpec as P
 from killed import train_killed_after
 
 from jaxrl_par import axes, envs, parallel
-from jaxrl_par.algos import apex, dqn, ppo
+from jaxrl_par.algos import apex, dqn, impala, ppo
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.runs import load_run
 from jaxrl_par.train import train
@@ -340,3 +340,49 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
     again.compile(whole.state, 7)
     assert again.actor_program is runtime.actor_program
     assert again.learner_program is runtime.learner_program
+
+
+# --- IMPALA: data parallel, and its actors and learner on two devices --------------------
+
+IMPALA_CFG = impala.Config(num_envs=16, num_steps=8, num_minibatches=2,
+                           total_timesteps=16 * 8 * 4, hidden_sizes=(8, 8),
+                           max_grad_norm=1e6, actor_sync_period=2)
+
+
+@pytest.mark.parametrize("devices", [2, 8])
+def test_impala_data_parallel_equals_one_device(devices):
+    """Pipelined IMPALA over D data devices (each acting 16/D envs; minibatch m the union
+    of the shards' minibatches m) gives the one-device gradients, parameters, envs and
+    metrics."""
+    ref = train(impala.make(IMPALA_CFG), [0], progress=False, num_chunks=1)
+    out = train(impala.make(dataclasses.replace(IMPALA_CFG, axis_name=axes.DATA)), [0],
+                progress=False, num_chunks=1, devices=devices)
+    state = parallel.unreplicate(out.state)
+    for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(out.state.env_state), jax.tree.leaves(ref.state.env_state)):
+        a = np.asarray(a)
+        np.testing.assert_array_equal(a.reshape((a.shape[0], -1) + a.shape[3:]), b)
+    for k in ("loss", "value_loss", "importance_weight", "episode_return", "policy_lag"):
+        np.testing.assert_allclose(out.metrics[k], ref.metrics[k], rtol=1e-5, atol=1e-6,
+                                   err_msg=k)
+
+
+def test_impala_actor_learner_on_two_devices_equals_one_device():
+    """IMPALA's actors on device 1 and its learner on device 0, two programs at the same
+    time (Sebulba's layout), in 3 chunks: the numbers of its own ``update`` on one
+    device in one chunk."""
+    algo = impala.make(IMPALA_CFG)
+    d0, d1 = jax.devices()[:2]
+    split = train(algo, [0, 1], num_chunks=3, progress=False, actor_learner=(d0, d1))
+    whole = train(algo, [0, 1], num_chunks=1, progress=False)
+    for name in ("loss", "importance_weight", "policy_lag", "learner_steps",
+                 "episode_return", "num_episodes"):
+        np.testing.assert_allclose(split.metrics[name], whole.metrics[name], rtol=1e-6,
+                                   atol=1e-7, err_msg=name)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                 split.state.params, whole.state.params)
+    np.testing.assert_array_equal(split.state.pending.action, whole.state.pending.action)
+    assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
-from jaxrl_par.algos import apex, dqn, hyper, ppo
+from jaxrl_par.algos import apex, dqn, hyper, impala, ppo
 from jaxrl_par.cli import main
 from jaxrl_par.train import train
 
@@ -20,6 +20,8 @@ DQN_TINY = {"num_envs": 4, "num_steps": 8, "total_timesteps": 4 * 8 * 8, "buffer
 APEX_TINY = {"num_actors": 4, "num_steps": 4, "total_timesteps": 4 * 4 * 8, "buffer_size": 256,
              "batch_size": 16, "learner_steps_per_iteration": 2, "learning_starts": 32,
              "target_period": 2, "actor_sync_period": 2}
+IMPALA_TINY = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "total_timesteps": 4 * 8 * 4,
+               "actor_sync_period": 3}
 
 
 def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
@@ -48,7 +50,11 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
                        "per_beta": [0.4, 0.6]}),
     (apex, {**APEX_TINY, "pipeline": True},
      {"learning_rate": [1e-3, 3e-4], "per_beta": [0.4, 0.6]}),
-], ids=["ppo", "dqn", "apex", "apex-pipeline"])
+    (impala, IMPALA_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
+                           "vtrace_lambda": [0.8, 0.95], "rho_bar": [0.9, 1.3],
+                           "c_bar": [0.7, 1.1], "vf_coef": [0.25, 1.0],
+                           "ent_coef": [0.0, 0.02], "max_grad_norm": [0.1, 1.0]}),
+], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala"])
 def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
     """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
     each lane is bit for bit that seed of a run with its values as plain config

@@ -12,10 +12,11 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     "ppo": ("jaxrl_par.algos.ppo", "PPO: synchronous vectorised actors, clipped surrogate"),
     "dqn": ("jaxrl_par.algos.dqn", "DQN: serial replay learner, double/dueling/n-step/PER options"),
     "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
+    "impala": ("jaxrl_par.algos.impala", "IMPALA: actors with a lagged parameter copy, V-trace learner"),
 }
 
 # The algorithms that take continuous (Box) actions; all take discrete ones.
-CONTINUOUS_ACTIONS = frozenset({"ppo"})
+CONTINUOUS_ACTIONS = frozenset({"ppo", "impala"})
 
 
 def for_actions(discrete: bool) -> list[str]:

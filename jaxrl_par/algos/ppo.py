@@ -37,7 +37,13 @@ from jaxrl_par.networks import (
     PolicyExtras,
     make_policy,
 )
-from jaxrl_par.normalization import RunningStats, init_stats, normalize, scale, update_stats
+from jaxrl_par.normalization import (
+    RunningStats,
+    init_stats,
+    normalize,
+    scale_rewards,
+    update_stats,
+)
 from jaxrl_par.returns import GAE_METHODS, gae_advantages
 from jaxrl_par.rollouts import env_action, policy_rollout
 
@@ -225,15 +231,8 @@ def make(config: Config) -> Algorithm:
         devices). Without reward normalisation the rewards and state as they are."""
         if not normalize_rewards:
             return ts.reward, state.reward_stats, state.discounted_return
-
-        def step(ret, x):
-            reward, done = x
-            ret = ret * gamma + reward
-            return jnp.where(done, 0.0, ret), ret
-
-        last, returns = jax.lax.scan(step, state.discounted_return, (ts.reward, ts.done))
-        stats = update_stats(state.reward_stats, returns, cfg.axis_name)
-        return scale(stats, ts.reward), stats, last
+        return scale_rewards(state.reward_stats, state.discounted_return, ts.reward, ts.done,
+                             gamma, cfg.axis_name)
 
     def normalized_advantages(adv: jax.Array) -> jax.Array:
         """Advantages standardised over the whole minibatch (global over devices)."""

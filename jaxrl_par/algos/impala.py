@@ -1,0 +1,380 @@
+"""IMPALA (Espeholt et al. 2018, https://arxiv.org/abs/1802.01561).
+
+The actor-learner paradigm with its policy lag corrected by V-trace, written as one pure
+``update`` so that the runner scans, vmaps (seeds, sweeps) and shards (devices) it like
+any other algorithm:
+
+* **Actors**: ``num_envs`` vectorised envs act ``num_steps`` steps (the unroll) with the
+  *copy* of the parameters they last pulled from the learner, and record the behaviour
+  policy's log-probabilities and the copy's *version* (the learner step it was pulled at).
+* **Learner**: ``num_minibatches`` gradient steps per update over the actors'
+  trajectories (minibatch ``m`` holds the whole unrolls of envs ``m, m + M, ...``). Each
+  step computes V-trace targets ``v_s`` and advantages with its current parameters
+  (:func:`jaxrl_par.returns.vtrace`) and descends ``-rho_s A_s log pi(a_s | x_s) +
+  vf_coef * 0.5 (v_s - V(x_s))^2 - ent_coef * H(pi(. | x_s))``.
+* The actors pull the learner's parameters every ``actor_sync_period`` learner steps.
+  The policy lag of each trajectory (learner steps between the version that acted it
+  and the parameters that learn from it) is measured from the versions and reported,
+  with the importance weights ``pi / mu`` that V-trace truncates.
+
+With ``pipeline=True`` (the default) the trajectories acted in update ``u`` are learned
+from in update ``u + 1`` (the first ones are acted in ``init``), so an update's acting
+and learning do not depend on each other: ``update`` computes both on one device, and
+``train(..., actor_learner=True)`` (:mod:`jaxrl_par.parallel.actor_learner`) runs the
+actors on one device and the learner on another at the same time (the Sebulba layout),
+with the same numbers. Each trajectory is then at least one learner step old. With
+``pipeline=False`` an update acts and then learns from what it acted; with
+``actor_sync_period=1`` that is on-policy (lag 0, an A2C with V-trace's targets).
+
+With ``axis_name`` set (data parallelism), each device acts its share of the envs with
+the global batch's randomness, minibatch ``m`` is the union of the shards' minibatches
+``m``, and gradients and metrics are averaged over the axis, so N devices train as one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_par import axes, envs
+from jaxrl_par.algos import hyper
+from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
+from jaxrl_par.algos.config import validate
+from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
+from jaxrl_par.normalization import RunningStats, init_stats, scale_rewards
+from jaxrl_par.returns import GAE_METHODS, vtrace
+from jaxrl_par.rollouts import env_action, policy_rollout
+
+# What the loss reports; `update` returns their means over the update's learner steps.
+LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "importance_weight",
+                "clipped_rho_fraction")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """IMPALA hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps."""
+
+    LEGACY_VALUES: ClassVar[dict] = {}
+    #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "vtrace_lambda", "rho_bar",
+                                  "c_bar", "vf_coef", "ent_coef", "max_grad_norm")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
+
+    env: str = "CartPole-v1"
+    num_envs: int = 16  # actors' envs, global: split over the data axis when sharded
+    num_steps: int = 32  # unroll length T per update
+    total_timesteps: int = 500_000
+    num_minibatches: int = 2  # learner steps per update; must divide num_envs
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True  # linear decay to 0 over the run
+    gamma: float = 0.99
+    vtrace_lambda: float = 1.0
+    rho_bar: float = 1.0  # truncation of the importance weights in the targets and the pg
+    c_bar: float = 1.0  # truncation of the trace's importance weights
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5  # global-norm clipping (0: off)
+    # The learner divides rewards by the running std of each env's discounted return
+    # (as PPO's option): True, False, or "auto" (on for continuous actions).
+    normalize_rewards: bool | str = "auto"
+    actor_sync_period: int = 1  # learner steps between the actors' parameter pulls
+    pipeline: bool = True  # act update u+1's trajectories while learning from update u's
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    shared_torso: bool = False
+    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
+    vtrace_method: str = "auto"  # the backward recursion (see returns.gae_advantages)
+    sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
+    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+
+    def __post_init__(self):
+        hyper.check_sweep(self)
+        validate(self, positive=("num_envs", "num_steps", "total_timesteps",
+                                 "num_minibatches", "learning_rate", "rho_bar", "c_bar",
+                                 "actor_sync_period"),
+                 unit_interval=("gamma", "vtrace_lambda"),
+                 non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
+        envs.check_env_id(self.env)
+        if self.num_envs % self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches={self.num_minibatches} does not divide num_envs="
+                f"{self.num_envs}: each learner step takes the whole unrolls of "
+                "num_envs/num_minibatches envs; pick a divisor of num_envs")
+        if self.torso not in TORSOS:
+            raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
+        if self.vtrace_method not in GAE_METHODS:
+            raise ValueError(f"vtrace_method={self.vtrace_method!r}; choose from {GAE_METHODS}")
+        if self.normalize_rewards not in (True, False, "auto"):
+            raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
+                             "False or 'auto' (on for continuous actions)")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        if self.num_updates < 1:
+            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
+                             f"of num_envs*num_steps={self.batch_size} steps")
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update (all envs, all devices)."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+
+@struct.dataclass
+class Trajectory:
+    """One update's unrolls, time-major ``[T, N_local, ...]``, and who acted them."""
+
+    obs: jax.Array  # observations acted on
+    action: jax.Array
+    log_prob: jax.Array  # log mu(a_t | x_t), the behaviour policy's
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: jax.Array  # the observation each step reached (before a reset)
+    version: jax.Array  # [] int32: learner steps of the parameters that acted them
+
+
+@struct.dataclass
+class ActorHalf:
+    """The actors' part of :class:`State` (see :func:`jaxrl_par.algos.base.pipelined_update`)."""
+
+    env_state: envs.EnvState
+    key: jax.Array
+
+
+@struct.dataclass
+class LearnerHalf:
+    """The learner's part of :class:`State`; it owns the actors' parameter copy too."""
+
+    params: dict
+    opt_state: optax.OptState
+    actor_params: dict
+    actor_version: jax.Array
+    learner_steps: jax.Array
+    update_count: jax.Array
+    reward_stats: RunningStats | None = None
+    discounted_return: jax.Array | None = None
+    hparams: dict | None = None
+
+
+@struct.dataclass
+class State:
+    params: dict  # the learner's
+    opt_state: optax.OptState  # over the flat parameter vector
+    actor_params: dict  # the actors' copy of params
+    actor_version: jax.Array  # [] int32: learner step of the actors' copy
+    env_state: envs.EnvState  # leaves [N_local, ...]
+    key: jax.Array  # the actors' key stream (the learner draws nothing)
+    learner_steps: jax.Array  # [] int32
+    update_count: jax.Array  # [] int32
+    pending: Trajectory | None = None  # pipeline only: acted last update, learned now
+    # With reward normalisation (else None): the learner's statistics of the discounted
+    # returns, and each env's running return [N_local].
+    reward_stats: RunningStats | None = None
+    discounted_return: jax.Array | None = None
+    hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
+
+
+def make(config: Config) -> Algorithm:
+    """Builds IMPALA's pure ``init`` and ``update`` for ``config``."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = ActorCritic(num_actions=spec.num_actions, discrete=spec.discrete,
+                          obs_shape=spec.observation_shape,
+                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
+                          shared_torso=cfg.shared_torso, torso=cfg.torso)
+    greedy = make_policy(network, deterministic=True)
+    learner_steps_per_update = cfg.num_minibatches
+    normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
+                         else bool(cfg.normalize_rewards))
+
+    def optimizer(hp) -> optax.GradientTransformation:
+        """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
+        lr = hp.learning_rate
+        if cfg.anneal_lr:
+            lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * learner_steps_per_update)
+        return clipped_adam(lr, hp.max_grad_norm)
+
+    tx = optimizer(cfg)
+
+    def local_env() -> envs.VecEnv:
+        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
+
+    def init(key: jax.Array) -> State:
+        k_params, k_env, k_actors = jax.random.split(key, 3)
+        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+        state = State(
+            params=params,
+            opt_state=tx.init(ravel_pytree(params)[0]),
+            actor_params=params,
+            actor_version=jnp.int32(0),
+            env_state=local_env().reset(axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+            key=k_actors,
+            learner_steps=jnp.int32(0),
+            update_count=jnp.int32(0),
+            reward_stats=init_stats(()) if normalize_rewards else None,
+            discounted_return=(jnp.zeros(axes.local_size(cfg.num_envs, cfg.axis_name))
+                               if normalize_rewards else None),
+            hparams=hyper.init(cfg),
+        )
+        if not cfg.pipeline:
+            return state
+        # The pipeline's first trajectories are acted here, so update 0 has some to learn.
+        actor, copy, learner, _ = split(state)
+        actor, acted, _ = act_part(actor, copy)
+        return join(actor, learner, acted)
+
+    # -- actors --------------------------------------------------------------------------
+    def act_part(actor: ActorHalf, copy) -> tuple[ActorHalf, Trajectory, dict]:
+        """One update's acting with the actors' ``copy`` ``(params, version)``."""
+        params, version = copy
+        key, k_roll = jax.random.split(actor.key)
+        env_state, (obs, action, log_prob, ts) = policy_rollout(
+            local_env(), lambda o: network.apply(params, o, method=ActorCritic.actor),
+            actor.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
+        acted = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
+                           ts.final_obs, version)
+        return ActorHalf(env_state, key), acted, envs.episode_metrics(ts, cfg.axis_name)
+
+    # -- learner -------------------------------------------------------------------------
+    def loss_fn(params, mb: Trajectory, hp):
+        """The IMPALA loss over the unrolls ``mb`` (``[T, n, ...]``), with V-trace targets
+        from ``params`` themselves (no gradient through the targets)."""
+        t, n = mb.reward.shape
+        rows = lambda x: x.reshape((t * n,) + x.shape[2:])
+        dist, value = network.apply(params, rows(mb.obs))
+        bootstrap = network.apply(params, rows(mb.final_obs), method=ActorCritic.value)
+        log_prob = dist.log_prob(rows(mb.action)).reshape(t, n)
+        value, bootstrap = value.reshape(t, n), bootstrap.reshape(t, n)
+        targets = jax.vmap(
+            functools.partial(vtrace, method=cfg.vtrace_method),
+            in_axes=(1, 1, 1, 1, 1, 1, None, None, None, None), out_axes=1,
+        )(mb.reward, value, bootstrap, mb.terminated, mb.terminated | mb.truncated,
+          log_prob - mb.log_prob, hp.gamma, hp.vtrace_lambda, hp.rho_bar, hp.c_bar)
+        pg_loss = -jnp.mean(log_prob * targets.pg_advantages)
+        value_loss = 0.5 * jnp.mean(jnp.square(targets.vtrace_targets - value))
+        entropy = jnp.mean(dist.entropy())
+        loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+        rho = targets.importance_weights
+        return loss, {
+            "loss": loss,
+            "policy_loss": pg_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "importance_weight": jnp.mean(rho),
+            "clipped_rho_fraction": jnp.mean((rho > hp.rho_bar).astype(jnp.float32)),
+        }
+
+    def minibatches(acted: Trajectory) -> Trajectory:
+        """``[M, T, N_local / M, ...]``: minibatch ``m`` holds envs ``m, m + M, ...``, so
+        on a data axis it is the union of the shards' minibatches ``m``."""
+        m = cfg.num_minibatches
+        n_local = acted.reward.shape[1]
+        if n_local % m:
+            raise ValueError(
+                f"num_minibatches={m} does not divide the {n_local} envs of each device "
+                f"(num_envs={cfg.num_envs} over {axes.axis_size(cfg.axis_name)} devices); "
+                "pick num_envs a multiple of devices * num_minibatches")
+        split_envs = lambda x: jnp.moveaxis(
+            x.reshape(x.shape[:1] + (n_local // m, m) + x.shape[2:]), 2, 0)
+        fields = {f.name: getattr(acted, f.name) for f in dataclasses.fields(acted)
+                  if f.name != "version"}
+        return acted.replace(version=jnp.broadcast_to(acted.version, (m,)),
+                             **jax.tree.map(split_envs, fields))
+
+    def learn_part(learner: LearnerHalf, acted: Trajectory) -> tuple[LearnerHalf, dict]:
+        """One update's learning from ``acted``; hands the actors a fresh parameter copy
+        every ``actor_sync_period`` learner steps."""
+        hp = hyper.view(cfg, learner.hparams)
+        flat, unravel = ravel_pytree(learner.params)
+        reward_stats, discounted_return = learner.reward_stats, learner.discounted_return
+        if normalize_rewards:  # trajectories reach the learner in order, env by env
+            reward, reward_stats, discounted_return = scale_rewards(
+                reward_stats, discounted_return, acted.reward,
+                acted.terminated | acted.truncated, hp.gamma, cfg.axis_name)
+            acted = acted.replace(reward=reward)
+
+        def step(carry, mb):
+            flat, opt_state, sums = carry
+            grads, info = jax.grad(lambda f: loss_fn(unravel(f), mb, hp), has_aux=True)(flat)
+            grads = axes.pmean(grads, cfg.axis_name)
+            updates, opt_state = optimizer(hp).update(grads, opt_state, flat)
+            sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
+            return (flat + updates, opt_state, sums), None
+
+        zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
+        (flat, opt_state, sums), _ = jax.lax.scan(
+            step, (flat, learner.opt_state, zeros), minibatches(acted))
+        params = unravel(flat)
+        learner_steps = learner.learner_steps + learner_steps_per_update
+        sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
+        metrics = dict(zip(LOSS_METRICS, sums / learner_steps_per_update))
+        metrics = axes.pmean(metrics, cfg.axis_name)
+        # The mean over this update's learner steps of (its step - the acting version).
+        metrics["policy_lag"] = ((learner.learner_steps - acted.version).astype(jnp.float32)
+                                 + (learner_steps_per_update - 1) / 2)
+        metrics["learner_steps"] = learner_steps.astype(jnp.float32)
+        learner = LearnerHalf(
+            params=params, opt_state=opt_state,
+            actor_params=jax.tree.map(lambda a, b: jnp.where(sync, a, b), params,
+                                      learner.actor_params),
+            actor_version=jnp.where(sync, learner_steps, learner.actor_version),
+            learner_steps=learner_steps, update_count=learner.update_count + 1,
+            reward_stats=reward_stats, discounted_return=discounted_return,
+            hparams=learner.hparams)
+        return learner, metrics
+
+    # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
+    def split(state: State):
+        actor = ActorHalf(state.env_state, state.key)
+        learner = LearnerHalf(state.params, state.opt_state, state.actor_params,
+                              state.actor_version, state.learner_steps, state.update_count,
+                              state.reward_stats, state.discounted_return, state.hparams)
+        return actor, (state.actor_params, state.actor_version), learner, state.pending
+
+    def join(actor: ActorHalf, learner: LearnerHalf, pending: Trajectory | None) -> State:
+        return State(learner.params, learner.opt_state, learner.actor_params,
+                     learner.actor_version, actor.env_state, actor.key,
+                     learner.learner_steps, learner.update_count, pending,
+                     learner.reward_stats, learner.discounted_return, learner.hparams)
+
+    def pipeline_learner(learner: LearnerHalf, pending: Trajectory):
+        learner, metrics = learn_part(learner, pending)
+        return learner, (learner.actor_params, learner.actor_version), metrics
+
+    parts = {"split": split, "join": join, "actor": act_part, "learner": pipeline_learner}
+
+    def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
+        """Act, then learn from what was acted, within one update."""
+        actor, copy, learner, _ = split(state)
+        actor, acted, actor_metrics = act_part(actor, copy)
+        learner, learner_metrics = learn_part(learner, acted)
+        return join(actor, learner, None), {**learner_metrics, **actor_metrics}
+
+    update = pipelined_update(parts) if cfg.pipeline else fused_update
+
+    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """The learner's distribution's mode, as the env gets it."""
+        action, _ = greedy(state.params, obs, key)
+        return env_action(spec, action)
+
+    return Algorithm(
+        config=cfg,
+        init=init,
+        update=update,
+        num_updates=cfg.num_updates,
+        env_steps_per_update=cfg.batch_size,
+        act=act,
+        parts=parts if cfg.pipeline else {},
+        hyperparams=cfg.sweep,
+    )
