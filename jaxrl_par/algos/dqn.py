@@ -141,9 +141,10 @@ def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> 
     if not env_spec.discrete:
         q_learners = ", ".join(sorted(set(algos.for_actions(True)) - set(algos.for_actions(False))))
         continuous = algos.for_actions(False)
+        example = "ppo" if "ppo" in continuous else continuous[0]
         raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning ({q_learners}) "
                          f"needs a discrete action space: train {' or '.join(continuous)} for "
-                         f"continuous control (jaxrl-par train {continuous[0]} --env "
+                         f"continuous control (jaxrl-par train {example} --env "
                          f"{env_spec.env_id})")
     return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
                     hidden_sizes=tuple(hidden_sizes), activation=activation, dueling=dueling)
