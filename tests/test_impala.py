@@ -27,13 +27,16 @@ PENDULUM_RECIPE = {"env": "Pendulum-v1", "num_envs": 64, "num_steps": 8, "num_mi
 
 
 def test_impala_learns_pendulum_with_reward_normalisation():
-    """Continuous control, seed 0, 1e6 steps: the last updates average >= -400 (a random
-    policy gets ~-1,200; 4 seeds of this recipe -280 +- 102, and -1,007 +- 553 with the
-    rewards as they are)."""
+    """Continuous control, seeds 0-7 as one batch, 1e6 steps: the median of the last
+    updates' returns is >= -400 (a random policy gets ~-1,200). About one seed in eight
+    of this recipe stays near -800 (seen on both jax 0.10 and 0.11, at other seeds), so
+    the median, not one seed: 8 seeds gave a median of -235 (jax 0.10) and -214 (0.11);
+    with the rewards as they are, 4 seeds gave -1,007 +- 553."""
     cfg = impala.Config(**PENDULUM_RECIPE)
     assert cfg.normalize_rewards == "auto"
-    final = train(impala.make(cfg), 0, progress=False).final_returns(fraction=0.05)[0]
-    assert final >= -400.0, final
+    finals = train(impala.make(cfg), list(range(8)), progress=False).final_returns(
+        fraction=0.05)
+    assert np.median(finals) >= -400.0, finals
 
 
 PROBE_CFG = {"num_envs": 8, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 24_000,

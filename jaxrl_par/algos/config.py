@@ -28,6 +28,49 @@ def validate(cfg, positive=(), non_negative=(), unit_interval=()) -> None:
             raise ValueError(f"Config.{f.name} is NaN")
 
 
+class RolloutSchedule:
+    """For the Config of an algorithm whose update acts ``num_envs x num_steps`` env steps
+    (PPO, IMPALA): its batch and number of updates, and the checks of the actor-critic
+    fields they share (``check_actor_critic``)."""
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update (all envs, all devices)."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def check_actor_critic(self) -> None:
+        """``ValueError`` for an unknown torso or activation, a bad ``normalize_rewards``,
+        or a run shorter than one update."""
+        from jaxrl_par.networks import ACTIVATIONS, TORSOS
+
+        if self.normalize_rewards not in (True, False, "auto"):
+            raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
+                             "False or 'auto' (on for continuous actions)")
+        if self.torso not in TORSOS:
+            raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        if self.num_updates < 1:
+            raise ValueError(
+                f"total_timesteps={self.total_timesteps} is less than one update of "
+                f"num_envs*num_steps={self.batch_size} steps"
+            )
+
+    def actor_critic(self, env):
+        """The :class:`~jaxrl_par.networks.ActorCritic` of these fields for ``env`` (a
+        :class:`~jaxrl_par.envs.VecEnv`)."""
+        from jaxrl_par.networks import ActorCritic
+
+        return ActorCritic(num_actions=env.num_actions, discrete=env.discrete,
+                           obs_shape=env.observation_shape,
+                           hidden_sizes=tuple(self.hidden_sizes), activation=self.activation,
+                           shared_torso=self.shared_torso, torso=self.torso)
+
+
 def _parse_value(text: str, annotation: Any, default: Any):
     """Parses ``text`` as the type of a config field (from its default or annotation)."""
     if isinstance(annotation, str):

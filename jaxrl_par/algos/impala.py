@@ -46,8 +46,8 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
-from jaxrl_par.algos.config import validate
-from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic, make_policy
+from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.networks import ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_stats, scale_rewards
 from jaxrl_par.returns import GAE_METHODS, vtrace
 from jaxrl_par.rollouts import env_action, policy_rollout
@@ -58,7 +58,7 @@ LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "importance_weig
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutSchedule):
     """IMPALA hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps."""
 
     LEGACY_VALUES: ClassVar[dict] = {}
@@ -107,27 +107,9 @@ class Config:
                 f"num_minibatches={self.num_minibatches} does not divide num_envs="
                 f"{self.num_envs}: each learner step takes the whole unrolls of "
                 "num_envs/num_minibatches envs; pick a divisor of num_envs")
-        if self.torso not in TORSOS:
-            raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
         if self.vtrace_method not in GAE_METHODS:
             raise ValueError(f"vtrace_method={self.vtrace_method!r}; choose from {GAE_METHODS}")
-        if self.normalize_rewards not in (True, False, "auto"):
-            raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
-                             "False or 'auto' (on for continuous actions)")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
-        if self.num_updates < 1:
-            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
-                             f"of num_envs*num_steps={self.batch_size} steps")
-
-    @property
-    def batch_size(self) -> int:
-        """Env steps per update (all envs, all devices)."""
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
+        self.check_actor_critic()
 
 
 @struct.dataclass
@@ -189,10 +171,7 @@ def make(config: Config) -> Algorithm:
     """Builds IMPALA's pure ``init`` and ``update`` for ``config``."""
     cfg = config
     spec = envs.make(cfg.env, 1)
-    network = ActorCritic(num_actions=spec.num_actions, discrete=spec.discrete,
-                          obs_shape=spec.observation_shape,
-                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
-                          shared_torso=cfg.shared_torso, torso=cfg.torso)
+    network = cfg.actor_critic(spec)
     greedy = make_policy(network, deterministic=True)
     learner_steps_per_update = cfg.num_minibatches
     normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"

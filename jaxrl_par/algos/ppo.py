@@ -29,10 +29,8 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_par import axes, envs, microbatch, rng
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.networks import (
-    ACTIVATIONS,
-    TORSOS,
     ActorCritic,
     PolicyExtras,
     make_policy,
@@ -52,7 +50,7 @@ LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "cl
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutSchedule):
     """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
 
     #: Fields added since runs were first recorded, each with the value that reproduces
@@ -110,29 +108,9 @@ class Config:
                 f"{self.num_steps}: each minibatch takes num_steps/num_minibatches steps of "
                 "every env; pick a divisor of num_steps"
             )
-        if self.torso not in TORSOS:
-            raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
         if self.gae_method not in GAE_METHODS:
             raise ValueError(f"gae_method={self.gae_method!r}; choose from {GAE_METHODS}")
-        if self.normalize_rewards not in (True, False, "auto"):
-            raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
-                             "False or 'auto' (on for continuous actions)")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
-        if self.num_updates < 1:
-            raise ValueError(
-                f"total_timesteps={self.total_timesteps} is less than one update of "
-                f"num_envs*num_steps={self.batch_size} steps"
-            )
-
-    @property
-    def batch_size(self) -> int:
-        """Env steps per update (all envs, all devices)."""
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
+        self.check_actor_critic()
 
 
 @struct.dataclass
@@ -164,15 +142,7 @@ def make(config: Config) -> Algorithm:
     """Builds PPO's pure ``init`` and ``update`` for ``config``."""
     cfg = config
     spec = envs.make(cfg.env, 1)
-    network = ActorCritic(
-        num_actions=spec.num_actions,
-        discrete=spec.discrete,
-        obs_shape=spec.observation_shape,
-        hidden_sizes=tuple(cfg.hidden_sizes),
-        activation=cfg.activation,
-        shared_torso=cfg.shared_torso,
-        torso=cfg.torso,
-    )
+    network = cfg.actor_critic(spec)
     # The rollout runs the actor alone; values come after it from one batched critic pass.
     greedy = make_policy(network, deterministic=True)
     normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
