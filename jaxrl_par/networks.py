@@ -317,3 +317,91 @@ class QNetwork(nn.Module):
         value = Dense(1, kernel_init=orthogonal(1.0))(h)
         adv = Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
         return value + adv - jnp.mean(adv, axis=-1, keepdims=True)
+
+
+# -- soft actor-critic (SAC) -----------------------------------------------------------------
+class TanhGaussian(NamedTuple):
+    """A diagonal Gaussian squashed by ``tanh`` and scaled into the box ``[low, high]``
+    (SAC's policy). ``u = mean + std * noise``, ``action = low + (tanh(u) + 1) / 2 *
+    (high - low)``; its log-density counts the squashing's and the scaling's Jacobians."""
+
+    mean: jax.Array  # [..., D]
+    log_std: jax.Array  # [..., D]
+    low: jax.Array  # [D]
+    high: jax.Array  # [D]
+
+    def _squash(self, u: jax.Array) -> jax.Array:
+        return self.low + (jnp.tanh(u) + 1.0) * 0.5 * (self.high - self.low)
+
+    def _log_prob_of_u(self, u: jax.Array) -> jax.Array:
+        z = (u - self.mean) * jnp.exp(-self.log_std)
+        gauss = -0.5 * jnp.square(z) - self.log_std - 0.5 * math.log(2 * math.pi)
+        # log(1 - tanh(u)^2), stably: 2 (log 2 - u - softplus(-2u))
+        log_det = 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+        return jnp.sum(gauss - log_det - jnp.log(0.5 * (self.high - self.low)), axis=-1)
+
+    def sample_with_noise(self, noise: jax.Array) -> jax.Array:
+        return self._squash(self.mean + jnp.exp(self.log_std) * noise)
+
+    def sample_and_log_prob(self, noise: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(action, log_prob)`` from standard normal ``noise``, reparameterised (the
+        gradient flows through both into ``mean`` and ``log_std``)."""
+        u = self.mean + jnp.exp(self.log_std) * noise
+        return self._squash(u), self._log_prob_of_u(u)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        y = jnp.clip(2.0 * (action - self.low) / (self.high - self.low) - 1.0,
+                     -1.0 + 1e-6, 1.0 - 1e-6)
+        return self._log_prob_of_u(jnp.arctanh(y))
+
+    def mode(self) -> jax.Array:
+        return self._squash(self.mean)
+
+
+class SquashedGaussianActor(nn.Module):
+    """``obs [B, *obs_shape] -> TanhGaussian`` over a ``[low, high]`` box of ``D``
+    dimensions; ``log_std`` is mapped smoothly into ``log_std_range``."""
+
+    action_dim: int
+    low: Sequence[float]
+    high: Sequence[float]
+    obs_shape: Sequence[int] = (3,)
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    log_std_range: tuple[float, float] = (-5.0, 2.0)
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> TanhGaussian:
+        h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
+        mean = Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
+        raw = Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
+        lo, hi = self.log_std_range
+        log_std = lo + 0.5 * (hi - lo) * (jnp.tanh(raw) + 1.0)
+        return TanhGaussian(mean, log_std, jnp.asarray(self.low, jnp.float32),
+                            jnp.asarray(self.high, jnp.float32))
+
+
+class EnsembleQ(nn.Module):
+    """``(obs [B, ...], action [B, D]) -> q [K, B]``: ``K`` independent critics (SAC's
+    twin Q by default), each an MLP on the observation and action concatenated."""
+
+    num_critics: int = 2
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([as_input(obs.reshape(obs.shape[0], -1)), action], axis=-1)
+
+        class _Critic(nn.Module):
+            hidden_sizes: Sequence[int]
+            activation: str
+
+            @nn.compact
+            def __call__(self, x):
+                h = MLP(tuple(self.hidden_sizes), self.activation)(x)
+                return Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
+
+        critics = nn.vmap(_Critic, variable_axes={"params": 0}, split_rngs={"params": True},
+                          in_axes=None, out_axes=0, axis_size=self.num_critics)
+        return critics(tuple(self.hidden_sizes), self.activation, name="critics")(x)

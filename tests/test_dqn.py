@@ -47,7 +47,7 @@ def test_config_validation_names_field_and_fix():
     with pytest.raises(ValueError, match="buffer_size"):
         dqn.Config(batch_size=512, buffer_size=256)
     with pytest.raises(ValueError, match=r"Q-learning \(apex, dqn\) needs a discrete action "
-                                         r"space: train impala or ppo for continuous control \(jaxrl-par train ppo --env "
+                                         r"space: train impala, ppo or sac for continuous control \(jaxrl-par train ppo --env "
                                          r"ProbeContinuous-v0\)"):
         dqn.make(dqn.Config(env="ProbeContinuous-v0"))
     cfg = dqn.Config()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
-from jaxrl_par.algos import apex, dqn, hyper, impala, ppo
+from jaxrl_par.algos import apex, dqn, hyper, impala, ppo, sac
 from jaxrl_par.cli import main
 from jaxrl_par.train import train
 
@@ -20,16 +20,22 @@ DQN_TINY = {"num_envs": 4, "num_steps": 8, "total_timesteps": 4 * 8 * 8, "buffer
 APEX_TINY = {"num_actors": 4, "num_steps": 4, "total_timesteps": 4 * 4 * 8, "buffer_size": 256,
              "batch_size": 16, "learner_steps_per_iteration": 2, "learning_starts": 32,
              "target_period": 2, "actor_sync_period": 2}
+SAC_TINY = {"num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 8 * 4, "buffer_size": 64,
+            "batch_size": 8, "learning_starts": 16, "train_frequency": 4, "hidden_sizes": (8,)}
 IMPALA_TINY = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "total_timesteps": 4 * 8 * 4,
                "actor_sync_period": 3}
 
 
 def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
-    """Lane ``lane`` of two results is the same, bit for bit. (Both must vmap the same
-    number of lanes: XLA's code for a batch of 2 and of 1 may round differently, as
-    for seeds, see test_train.test_seeds_vmapped_equal_single_runs.)"""
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(sweep.state.params),
-                            jax.tree.leaves(run.state.params), strict=True):
+    """Lane ``lane`` of two results is the same, bit for bit: every leaf of the state
+    (parameters, optimiser, envs, replay, keys) but the swept values, and the metrics.
+    (Both must vmap the same number of lanes: XLA's code for a batch of 2 and of 1 may
+    round differently, as for seeds, see test_train.test_seeds_vmapped_equal_single_runs.)"""
+    swept = sweep.state.replace(hparams=None)
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(swept),
+                            jax.tree.leaves(run.state), strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x)[lane], np.asarray(y)[lane],
                                       err_msg=f"{name} lane {lane} {path}")
     for k, v in run.metrics.items():
@@ -54,7 +60,9 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
                            "vtrace_lambda": [0.8, 0.95], "rho_bar": [0.9, 1.3],
                            "c_bar": [0.7, 1.1], "vf_coef": [0.25, 1.0],
                            "ent_coef": [0.0, 0.02], "max_grad_norm": [0.1, 1.0]}),
-], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala"])
+    (sac, SAC_TINY, {"learning_rate": [1e-3, 3e-4], "alpha_learning_rate": [1e-3, 3e-3],
+                     "gamma": [0.9, 0.97], "tau": [0.1, 0.01]}),
+], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala", "sac"])
 def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
     """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
     each lane is bit for bit that seed of a run with its values as plain config

@@ -12,16 +12,21 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     "ppo": ("jaxrl_par.algos.ppo", "PPO: synchronous vectorised actors, clipped surrogate"),
     "dqn": ("jaxrl_par.algos.dqn", "DQN: serial replay learner, double/dueling/n-step/PER options"),
     "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
+    "sac": ("jaxrl_par.algos.sac", "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
     "impala": ("jaxrl_par.algos.impala", "IMPALA: actors with a lagged parameter copy, V-trace learner"),
 }
 
-# The algorithms that take continuous (Box) actions; all take discrete ones.
-CONTINUOUS_ACTIONS = frozenset({"ppo", "impala"})
+# The algorithms that take continuous (Box) actions, and those that take only those; all
+# others take discrete actions only.
+CONTINUOUS_ACTIONS = frozenset({"ppo", "impala", "sac"})
+CONTINUOUS_ONLY = frozenset({"sac"})
 
 
 def for_actions(discrete: bool) -> list[str]:
     """Names of the algorithms that can train on a discrete (or continuous) action space."""
-    return sorted(n for n in ALGORITHMS if discrete or n in CONTINUOUS_ACTIONS)
+    if discrete:
+        return sorted(n for n in ALGORITHMS if n not in CONTINUOUS_ONLY)
+    return sorted(n for n in ALGORITHMS if n in CONTINUOUS_ACTIONS)
 
 
 def get(name: str) -> ModuleType:
@@ -31,4 +36,4 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(ALGORITHMS[name][0])
 
 
-__all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "Algorithm", "for_actions", "get"]
+__all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "CONTINUOUS_ONLY", "Algorithm", "for_actions", "get"]

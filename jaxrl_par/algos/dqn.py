@@ -143,7 +143,8 @@ def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> 
         continuous = algos.for_actions(False)
         example = "ppo" if "ppo" in continuous else continuous[0]
         raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning ({q_learners}) "
-                         f"needs a discrete action space: train {' or '.join(continuous)} for "
+                         f"needs a discrete action space: train {', '.join(continuous[:-1])} or "
+                         f"{continuous[-1]} for "
                          f"continuous control (jaxrl-par train {example} --env "
                          f"{env_spec.env_id})")
     return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
