@@ -31,9 +31,8 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
     (parameters, optimiser, envs, replay, keys) but the swept values, and the metrics.
     (Both must vmap the same number of lanes: XLA's code for a batch of 2 and of 1 may
     round differently, as for seeds, see test_train.test_seeds_vmapped_equal_single_runs.)"""
-    swept = sweep.state.replace(hparams=None)
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(swept),
-                            jax.tree.leaves(run.state), strict=True):
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(sweep.state.replace(hparams=None)),
+                            jax.tree.leaves(run.state.replace(hparams=None)), strict=True):
         if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x)[lane], np.asarray(y)[lane],
