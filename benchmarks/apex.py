@@ -45,7 +45,7 @@ from jaxrl_par.train import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import FiveValueStep  # noqa: E402
+from common import FiveValueStep, train_vmapped  # noqa: E402
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
 
 
@@ -153,13 +153,7 @@ def rejax_speed(env_id, steps, seeds, num_envs, num_epochs, batch_size):
                       agent_kwargs={"activation": "relu"}, skip_initial_evaluation=True)
     algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.float32(0.0))
     keys = jax.random.split(jax.random.key(0), seeds)
-    f = jax.jit(jax.vmap(algo.train))
-    t0 = time.perf_counter()
-    compiled = f.lower(keys).compile()
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jax.block_until_ready(compiled(keys))
-    wall = time.perf_counter() - t0
+    _, compile_s, wall = train_vmapped(algo.train, keys)
     return {"compile_s": compile_s, "train_s": wall, "env_steps_per_s": steps * seeds / wall}
 
 

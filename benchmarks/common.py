@@ -28,6 +28,17 @@ def compile_timed(fn: Callable, *args, ours: bool = False) -> tuple[Callable, fl
     return compiled, time.perf_counter() - t
 
 
+def train_vmapped(train: Callable, keys) -> tuple[object, float, float]:
+    """``(output, compile_s, train_s)`` of ``jax.vmap(train)(keys)`` (a peer's whole
+    training run, e.g. rejax's ``algo.train``, over seeds), compiled first, timed apart."""
+    t = time.perf_counter()
+    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+    compile_s = time.perf_counter() - t
+    t = time.perf_counter()
+    out = jax.block_until_ready(compiled(keys))
+    return out, compile_s, time.perf_counter() - t
+
+
 def time_call(compiled: Callable, *args) -> float:
     """Seconds for one call of a compiled function, outputs ready."""
     t = time.perf_counter()

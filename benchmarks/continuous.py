@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import ppo as ppo_bench  # benchmarks/ppo.py: both libraries' PPO built alike
-from common import machine, write_json
+from common import machine, train_vmapped, write_json
 
 from jaxrl_par.algos import ppo
 
@@ -59,12 +58,7 @@ def ours(seeds: list[int], total_timesteps: int) -> dict:
 def rejax(seeds: list[int], total_timesteps: int) -> dict:
     algo = ppo_bench.make_rejax(ENV, NUM_ENVS, total_timesteps, HP, normalize_rewards=True)
     keys = jax.vmap(jax.random.key)(np.asarray(seeds))
-    t = time.perf_counter()
-    train_fn = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
-    compile_s = time.perf_counter() - t
-    t = time.perf_counter()
-    _, (_, returns) = jax.block_until_ready(train_fn(keys))
-    train_s = time.perf_counter() - t
+    (_, (_, returns)), compile_s, train_s = train_vmapped(algo.train, keys)
     per_update = NUM_ENVS * HP["num_steps"]
     steps = total_timesteps // per_update * per_update
     return {

@@ -23,14 +23,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import FiveValueStep, machine, write_json
+from common import FiveValueStep, machine, train_vmapped, write_json
 
 from jaxrl_par.algos import sac
 from jaxrl_par.evaluate import greedy_returns
@@ -68,13 +67,7 @@ def rejax_algo(steps: int, timed: bool):
 def rejax_run(steps: int, seeds: int, timed: bool = True) -> dict:
     algo = rejax_algo(steps, timed)
     keys = jax.random.split(jax.random.key(0), seeds)
-    f = jax.jit(jax.vmap(algo.train))
-    t0 = time.perf_counter()
-    compiled = f.lower(keys).compile()
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(compiled(keys))
-    wall = time.perf_counter() - t0
+    out, compile_s, wall = train_vmapped(algo.train, keys)
     row = {"env_steps_per_s": steps * seeds / wall, "compile_s": compile_s, "train_s": wall}
     if not timed:
         _, (_, returns) = out  # evaluation: (lengths, returns) [seeds, evals, episodes]

@@ -71,6 +71,32 @@ class RolloutSchedule:
                            shared_torso=self.shared_torso, torso=self.torso)
 
 
+class ReplaySchedule:
+    """For the Config of a replay learner that acts ``num_envs x num_steps`` env steps per
+    update and takes a gradient step per ``train_frequency`` of them (DQN, SAC)."""
+
+    @property
+    def env_steps_per_update(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        return self.env_steps_per_update // self.train_frequency
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.env_steps_per_update
+
+    def check_train_frequency(self) -> None:
+        """``ValueError`` unless every update takes a whole number of gradient steps."""
+        if self.env_steps_per_update % self.train_frequency:
+            name = type(self).__module__.rsplit(".", 1)[-1]
+            raise ValueError(
+                f"{name}.Config.train_frequency={self.train_frequency} does not divide the "
+                f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "
+                "pick a divisor so every update takes a whole number of gradient steps")
+
+
 def _parse_value(text: str, annotation: Any, default: Any):
     """Parses ``text`` as the type of a config field (from its default or annotation)."""
     if isinstance(annotation, str):

@@ -29,7 +29,7 @@ from flax import struct
 from jaxrl_par import algos, axes, envs, replay, rng
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.q_common import (
     act_steps,
     check_q_config,
@@ -48,7 +48,7 @@ from jaxrl_par.qlearning import (
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(ReplaySchedule):
     """DQN hyperparameters. Defaults follow PureJaxRL's DQN on CartPole-v1 (10 envs,
     one gradient step of 128 per 10 env steps, target copy every 500 env steps), with
     10 env steps per env in one update (10 gradient steps)."""
@@ -102,23 +102,7 @@ class Config:
         if self.tau <= 0:
             raise ValueError("dqn.Config.tau must be in (0, 1]: 1 for a hard target copy")
         check_q_config(self, "num_envs*num_steps")
-        if self.env_steps_per_update % self.train_frequency:
-            raise ValueError(
-                f"dqn.Config.train_frequency={self.train_frequency} does not divide the "
-                f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "
-                "pick a divisor so every update takes a whole number of gradient steps")
-
-    @property
-    def env_steps_per_update(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def gradient_steps_per_update(self) -> int:
-        return self.env_steps_per_update // self.train_frequency
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.env_steps_per_update
+        self.check_train_frequency()
 
 
 @struct.dataclass

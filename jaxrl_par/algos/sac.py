@@ -29,13 +29,13 @@ from flax import struct
 from jaxrl_par import axes, envs, replay, rng
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
 from jaxrl_par.rollouts import policy_rollout
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(ReplaySchedule):
     """SAC hyperparameters: CleanRL's and Stable-Baselines3's (learning rates, batch,
     tau, twin critics, tuned temperature), with 4 envs and rejax's 64-64 networks. The
     defaults reach a return of about -150 on Pendulum-v1 in 3e4 env steps."""
@@ -80,29 +80,13 @@ class Config:
                              f"(jaxrl-par train dqn --env {self.env})")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
-        if self.env_steps_per_update % self.train_frequency:
-            raise ValueError(
-                f"sac.Config.train_frequency={self.train_frequency} does not divide the "
-                f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "
-                "pick a divisor so every update takes a whole number of gradient steps")
+        self.check_train_frequency()
         if self.batch_size > self.buffer_size:
             raise ValueError(f"sac.Config.batch_size={self.batch_size} exceeds buffer_size="
                              f"{self.buffer_size}: the replay could never fill a batch")
         if self.num_updates < 1:
             raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
                              f"of num_envs*num_steps={self.env_steps_per_update} steps")
-
-    @property
-    def env_steps_per_update(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def gradient_steps_per_update(self) -> int:
-        return self.env_steps_per_update // self.train_frequency
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.env_steps_per_update
 
 
 class Transition(NamedTuple):
