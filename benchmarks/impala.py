@@ -9,8 +9,9 @@ its own defaults, with only ``num_envs`` (and PPO's learning rate on MinAtar, th
 README's recipe) set per env.
 
 Part 2, the policy lag: IMPALA on CartPole with the actors re-pulling the parameters
-every 1, 4, 16 or 64 learner steps (pipelined), and on-policy (``pipeline=False``, lag
-0): the mean measured policy lag and the final return.
+every 1, 4, 16 or 64 learner steps (pipelined), on-policy (``pipeline=False``, lag
+0), and at 16 and 64 without the off-policy correction (``off_policy_correction=False``):
+the mean measured policy lag and the final return. ``--lag-only`` runs this part alone.
 
     taskset -c 0 python benchmarks/impala.py [--repeats 3] [--quick]
 """
@@ -66,13 +67,15 @@ def paradigms(env: str, repeats: int, scale: float) -> dict:
 
 def lag(scale: float) -> list[dict]:
     rows = []
-    cases = [(1, False)] + [(k, True) for k in SYNC_PERIODS]
-    for sync, pipeline in cases:
+    cases = ([(1, False, True)] + [(k, True, True) for k in SYNC_PERIODS]
+             + [(k, True, False) for k in SYNC_PERIODS[2:]])
+    for sync, pipeline, corrected in cases:
         cfg = impala.Config(total_timesteps=int(500_000 * scale), actor_sync_period=sync,
-                            pipeline=pipeline)
+                            pipeline=pipeline, off_policy_correction=corrected)
         res = train(impala.make(cfg), [0, 1, 2, 3], progress=False)
         finals = res.final_returns()
         rows.append({"actor_sync_period": sync, "pipeline": pipeline,
+                     "off_policy_correction": corrected,
                      "mean_policy_lag": float(np.mean(res.metrics["policy_lag"])),
                      "final_returns": [float(x) for x in finals],
                      "final_return": float(np.mean(finals)), "final_std": float(np.std(finals))})
@@ -84,11 +87,13 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--envs", default=",".join(SETTINGS))
     p.add_argument("--quick", action="store_true", help="1/20 of the budgets, 1 repeat")
+    p.add_argument("--lag-only", action="store_true", help="only part 2, the policy lag")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   "impala.json"))
     args = p.parse_args()
     scale, repeats = (0.05, 1) if args.quick else (1.0, args.repeats)
-    rows = [paradigms(env, repeats, scale) for env in args.envs.split(",")]
+    rows = [] if args.lag_only else [paradigms(env, repeats, scale)
+                                     for env in args.envs.split(",")]
     print(f"{'env':18s} {'algo':7s} {'final return':>16s} {'steps/s':>11s} {'compile s':>9s}")
     for r in rows:
         for name in MODULES:
@@ -97,9 +102,11 @@ def main() -> None:
                   f"{m['steps_per_second']:11,.0f} {m['compile_seconds']:9.1f}")
         print(f"{r['env']:18s} impala/ppo steps/s: {r['impala_over_ppo']:.2f}x")
     lags = lag(scale)
-    print(f"\n{'actor_sync_period':>17s} {'pipeline':>8s} {'mean lag':>9s} {'final return':>16s}")
+    print(f"\n{'actor_sync_period':>17s} {'pipeline':>8s} {'V-trace':>7s} {'mean lag':>9s} "
+          f"{'final return':>16s}")
     for r in lags:
-        print(f"{r['actor_sync_period']:17d} {r['pipeline']!s:>8s} {r['mean_policy_lag']:9.2f} "
+        print(f"{r['actor_sync_period']:17d} {r['pipeline']!s:>8s} "
+              f"{r['off_policy_correction']!s:>7s} {r['mean_policy_lag']:9.2f} "
               f"{r['final_return']:8.1f} +- {r['final_std']:5.1f}")
     write_json(args.out, {"machine": machine(), "paradigms": rows, "policy_lag": lags,
                           "repeats": repeats, "scale": scale})

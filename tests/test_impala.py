@@ -187,3 +187,22 @@ def test_minibatches_that_do_not_divide_a_devices_envs_are_refused():
     with pytest.raises(ValueError, match="does not divide the 1 envs of each device"):
         jax.eval_shape(jax.vmap(lambda k: algo.update(algo.init(k)), axis_name="data"),
                        jax.random.split(jax.random.key(0), 4))
+
+
+def test_off_policy_correction_switch_matters_only_with_lag():
+    """Without the correction V-trace takes every importance weight as 1. On-policy
+    (fused, one learner step per update) that changes only rounding; with a lag of up
+    to 8 learner steps it changes the learning. The weights are measured either way."""
+    on = dict(TINY, pipeline=False)
+    a = train(impala.make(impala.Config(**on)), 0, progress=False)
+    b = train(impala.make(impala.Config(**on, off_policy_correction=False)), 0, progress=False)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-3, atol=1e-5),
+                 a.state.params, b.state.params)
+    lag = dict(TINY, actor_sync_period=8, learning_rate=1e-2)
+    a = train(impala.make(impala.Config(**lag)), 0, progress=False)
+    b = train(impala.make(impala.Config(**lag, off_policy_correction=False)), 0, progress=False)
+    diff = max(float(np.max(np.abs(x - y))) for x, y in
+               zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)))
+    assert diff > 1e-3, diff
+    np.testing.assert_allclose(a.metrics["importance_weight"][:, :2],
+                               b.metrics["importance_weight"][:, :2], rtol=1e-4)

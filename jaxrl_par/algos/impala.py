@@ -86,6 +86,9 @@ class Config(RolloutSchedule):
     normalize_rewards: bool | str = "auto"
     actor_sync_period: int = 1  # learner steps between the actors' parameter pulls
     pipeline: bool = True  # act update u+1's trajectories while learning from update u's
+    # False: V-trace with every importance weight taken as 1, the lag left uncorrected
+    # (an ablation; the weights are still measured and reported).
+    off_policy_correction: bool = True
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
@@ -235,16 +238,18 @@ def make(config: Config) -> Algorithm:
         bootstrap = network.apply(params, rows(mb.final_obs), method=ActorCritic.value)
         log_prob = dist.log_prob(rows(mb.action)).reshape(t, n)
         value, bootstrap = value.reshape(t, n), bootstrap.reshape(t, n)
+        log_rho = log_prob - mb.log_prob
         targets = jax.vmap(
             functools.partial(vtrace, method=cfg.vtrace_method),
             in_axes=(1, 1, 1, 1, 1, 1, None, None, None, None), out_axes=1,
         )(mb.reward, value, bootstrap, mb.terminated, mb.terminated | mb.truncated,
-          log_prob - mb.log_prob, hp.gamma, hp.vtrace_lambda, hp.rho_bar, hp.c_bar)
+          log_rho if cfg.off_policy_correction else jnp.zeros_like(log_rho), hp.gamma,
+          hp.vtrace_lambda, hp.rho_bar, hp.c_bar)
         pg_loss = -jnp.mean(log_prob * targets.pg_advantages)
         value_loss = 0.5 * jnp.mean(jnp.square(targets.vtrace_targets - value))
         entropy = jnp.mean(dist.entropy())
         loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-        rho = targets.importance_weights
+        rho = jnp.exp(jax.lax.stop_gradient(log_rho))  # measured, used or not
         return loss, {
             "loss": loss,
             "policy_loss": pg_loss,
