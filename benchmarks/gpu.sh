@@ -37,6 +37,9 @@
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
 #   sweep        benchmarks/sweep.py --algos ppo: eight learning rates as one vmapped sweep,
 #                against eight runs and against rejax's vmapped sweep (not in the default)
+#   impala       benchmarks/impala.py: IMPALA beside PPO on CartPole and Breakout-MinAtar, and
+#                the policy-lag table (not in the default)
+#   sac          benchmarks/sac.py: our SAC vs rejax's SAC on Pendulum-v1 (not in the default)
 #
 # The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
 # their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
@@ -166,6 +169,10 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
            else SW=(--total-timesteps 100000 --repeats 3); fi
            section sweep 150 "$PY" benchmarks/sweep.py --algos ppo "${SW[@]}" \
              --out "$DEST/sweep.json" ;;
+    impala) section impala 240 "$PY" benchmarks/impala.py ${QUICK:+--quick} \
+              ${QUICK:---repeats 1} --out "$DEST/impala.json" ;;
+    sac) section sac 240 "$PY" benchmarks/sac.py ${QUICK:+--steps 6000 --repeats 1 --seeds 1} \
+           --out "$DEST/sac.json" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
                      ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
                      --out "$DEST/actor_learner.json" ;;
