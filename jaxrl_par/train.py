@@ -223,7 +223,7 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
         else:
             compiled = _compile_once(
                 ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
-                 _abstract(state)),
+                 algo.warmup_updates, algo.parts.get("warmup"), _abstract(state)),
                 lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
                 .lower(*args), state, jnp.int32(0))
     return jax.block_until_ready(state), compiled

@@ -30,6 +30,12 @@ class Algorithm(NamedTuple):
         float32 ``[]``, set to the config's values by ``init``) rather than from the
         config, so that each lane of a vmap can hold its own: the runner writes them
         (``train(..., hparams=...)``; see :mod:`jaxrl_par.algos.hyper`).
+      warmup_updates: the first updates in which ``update`` cannot learn (a replay
+        learner before ``learning_starts``); with ``parts["warmup"]``, an update that
+        gives what ``update`` gives there without its learning branch, the runner runs
+        that instead. (Inside ``update`` the choice depends on the state, so under the
+        runner's vmap over lanes its ``lax.cond`` computes both branches; the runner
+        chooses on the unbatched update index.)
     """
 
     config: Any
@@ -40,6 +46,7 @@ class Algorithm(NamedTuple):
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
     parts: Mapping[str, Callable] = MappingProxyType({})
     hyperparams: tuple[str, ...] = ()
+    warmup_updates: int = 0
 
 
 def scan_updates(algo: Algorithm, length: int) -> Callable:
@@ -49,16 +56,24 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
     Updates at or past ``algo.num_updates`` are skipped (``lax.cond`` on the unbatched
     update index, so a vmap over seeds keeps it a real branch) and their metrics are
     zeros. The cond is only built when ``length`` does not divide ``algo.num_updates``.
+    The first ``algo.warmup_updates`` run ``algo.parts["warmup"]`` (chosen the same way).
     Shared by the single-device runner and the sharded one (``jaxrl_par.parallel``).
     """
     masked = algo.num_updates % length != 0
+    warm = algo.warmup_updates > 0 and "warmup" in algo.parts
+
+    def step(state, t):
+        if not warm:
+            return algo.update(state)
+        return jax.lax.cond(t < algo.warmup_updates, algo.parts["warmup"], algo.update, state)
 
     def body(state, t):
         if not masked:
-            return algo.update(state)
+            return step(state, t)
         zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype),
                              jax.eval_shape(algo.update, state)[1])
-        return jax.lax.cond(t < algo.num_updates, algo.update, lambda s: (s, zeros), state)
+        return jax.lax.cond(t < algo.num_updates, lambda s: step(s, t),
+                            lambda s: (s, zeros), state)
 
     def run(state, start):
         return jax.lax.scan(body, state, start + jnp.arange(length))

@@ -87,6 +87,15 @@ class ReplaySchedule:
     def num_updates(self) -> int:
         return self.total_timesteps // self.env_steps_per_update
 
+    @property
+    def warmup_updates(self) -> int:
+        """Updates that end before ``learning_starts`` env steps: no learning in them
+        (``Algorithm.warmup_updates``)."""
+        if self.learning_starts <= 0:
+            return 0
+        ending_at_or_past = -(-self.learning_starts // self.env_steps_per_update)  # ceil
+        return min(self.num_updates, ending_at_or_past - 1)
+
     def check_train_frequency(self) -> None:
         """``ValueError`` unless every update takes a whole number of gradient steps."""
         if self.env_steps_per_update % self.train_frequency:

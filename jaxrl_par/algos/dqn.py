@@ -19,6 +19,7 @@ With ``axis_name`` set (data parallel), each shard keeps its own replay of its e
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
@@ -234,7 +235,10 @@ def make(config: Config) -> Algorithm:
     def _priorities(buffer):
         return (buffer.tree, buffer.max_priority) if cfg.prioritized else ()
 
-    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+    def update(state: State, warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+        """One update; ``warmup=True`` leaves out the learning branch, for the updates in
+        which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
+        vmap, where the ``lax.cond`` below computes both branches."""
         hp = hyper.view(cfg, state.hparams)
         key, k_act, k_learn = jax.random.split(state.key, 3)
         epsilon = linear_epsilon(state.env_steps, hp.epsilon_start, hp.epsilon_end,
@@ -254,8 +258,8 @@ def make(config: Config) -> Algorithm:
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
         learner = (state.params, state.target_params, state.opt_state, state.gradient_steps,
                    beta)
-        learner, prio, (loss, q_mean) = jax.lax.cond(can_learn, learn, skip, learner, buffer,
-                                                     k_learn, state.hparams)
+        learner, prio, (loss, q_mean) = (skip if warmup else functools.partial(
+            jax.lax.cond, can_learn, learn, skip))(learner, buffer, k_learn, state.hparams)
         params, target_params, opt_state, gradient_steps, _ = learner
         if cfg.prioritized:
             buffer = buffer.replace(tree=prio[0], max_priority=prio[1])
@@ -279,4 +283,6 @@ def make(config: Config) -> Algorithm:
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
+        parts={"warmup": functools.partial(update, warmup=True)},
+        warmup_updates=cfg.warmup_updates,
     )

@@ -19,6 +19,7 @@ With ``axis_name`` set (data parallel), each shard keeps its own replay of its e
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -235,7 +236,10 @@ def make(config: Config) -> Algorithm:
     def skip(carry, buffer, key, hparams):
         return carry, jnp.zeros(4, jnp.float32)
 
-    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
+    def update(state: State, warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+        """One update; ``warmup=True`` leaves out the learning branch, for the updates in
+        which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
+        vmap, where the ``lax.cond`` below computes both branches."""
         key, k_act, k_learn = jax.random.split(state.key, 3)
         warm = state.env_steps < cfg.learning_starts
         env_state, (obs, action, _, ts) = policy_rollout(
@@ -249,8 +253,8 @@ def make(config: Config) -> Algorithm:
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
         carry = (state.actor_params, state.critic_params, state.target_critic_params,
                  state.log_alpha, (state.actor_opt, state.critic_opt, state.alpha_opt))
-        carry, stats = jax.lax.cond(can_learn, learn, skip, carry, buffer, k_learn,
-                                    state.hparams)
+        carry, stats = (skip if warmup else functools.partial(
+            jax.lax.cond, can_learn, learn, skip))(carry, buffer, k_learn, state.hparams)
         actor_params, critic_params, target_params, log_alpha, opts = carry
         gradient_steps = state.gradient_steps + jnp.where(
             can_learn, cfg.gradient_steps_per_update, 0).astype(jnp.int32)
@@ -277,4 +281,6 @@ def make(config: Config) -> Algorithm:
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
+        parts={"warmup": functools.partial(update, warmup=True)},
+        warmup_updates=cfg.warmup_updates,
     )
