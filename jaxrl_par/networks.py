@@ -381,6 +381,18 @@ class SquashedGaussianActor(nn.Module):
                             jnp.asarray(self.high, jnp.float32))
 
 
+class _QHead(nn.Module):
+    """``x [B, D] -> q [B]``: one critic of :class:`EnsembleQ`."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = MLP(tuple(self.hidden_sizes), self.activation)(x)
+        return Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
+
+
 class EnsembleQ(nn.Module):
     """``(obs [B, ...], action [B, D]) -> q [K, B]``: ``K`` independent critics (SAC's
     twin Q by default), each an MLP on the observation and action concatenated."""
@@ -392,16 +404,6 @@ class EnsembleQ(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([as_input(obs.reshape(obs.shape[0], -1)), action], axis=-1)
-
-        class _Critic(nn.Module):
-            hidden_sizes: Sequence[int]
-            activation: str
-
-            @nn.compact
-            def __call__(self, x):
-                h = MLP(tuple(self.hidden_sizes), self.activation)(x)
-                return Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
-
-        critics = nn.vmap(_Critic, variable_axes={"params": 0}, split_rngs={"params": True},
+        critics = nn.vmap(_QHead, variable_axes={"params": 0}, split_rngs={"params": True},
                           in_axes=None, out_axes=0, axis_size=self.num_critics)
         return critics(tuple(self.hidden_sizes), self.activation, name="critics")(x)

@@ -52,6 +52,15 @@ def scale(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
     return jnp.clip(x / jnp.sqrt(stats.var + 1e-8), -clip, clip)
 
 
+def init_reward_scaling(on: bool, num_envs: int
+                        ) -> tuple[RunningStats | None, jax.Array | None]:
+    """``(stats, discounted_return [num_envs])`` for :func:`scale_rewards` at the start of
+    a run, or ``(None, None)`` when rewards are not scaled (no leaves in the state)."""
+    if not on:
+        return None, None
+    return init_stats(()), jnp.zeros(num_envs)
+
+
 def scale_rewards(stats: RunningStats, discounted_return: jax.Array, reward: jax.Array,
                   done: jax.Array, gamma, axis_name: str | None = None
                   ) -> tuple[jax.Array, RunningStats, jax.Array]:

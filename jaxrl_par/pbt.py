@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_par import checkpoint
 from jaxrl_par.algos import hyper
 
 
@@ -120,7 +121,7 @@ def exploit_explore(pbt: PBT, score: np.ndarray, lanes: dict[str, np.ndarray],
 def _gather(state: Any, source: jax.Array, lane: jax.Array) -> Any:
     def take(x):
         y = x[source]
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        if checkpoint.is_key(x):
             copied = (source != lane).reshape((-1,) + (1,) * (x.ndim - 1))
             folded = jax.vmap(lambda k, i: jax.vmap(jax.random.fold_in, (0, None))(
                 k.reshape(-1), i).reshape(k.shape))(y, lane)

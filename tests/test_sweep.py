@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
+from jaxrl_par import checkpoint
 from jaxrl_par.algos import apex, dqn, hyper, impala, ppo, sac
 from jaxrl_par.cli import main
 from jaxrl_par.train import train
@@ -33,7 +34,7 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
     round differently, as for seeds, see test_train.test_seeds_vmapped_equal_single_runs.)"""
     for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(sweep.state.replace(hparams=None)),
                             jax.tree.leaves(run.state.replace(hparams=None)), strict=True):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        if checkpoint.is_key(x):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x)[lane], np.asarray(y)[lane],
                                       err_msg=f"{name} lane {lane} {path}")

@@ -7,6 +7,8 @@ import math
 import typing
 from typing import Any
 
+from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic
+
 
 def validate(cfg, positive=(), non_negative=(), unit_interval=()) -> None:
     """Raises ``ValueError`` naming the field for a value outside its range or NaN."""
@@ -45,8 +47,6 @@ class RolloutSchedule:
     def check_actor_critic(self) -> None:
         """``ValueError`` for an unknown torso or activation, a bad ``normalize_rewards``,
         or a run shorter than one update."""
-        from jaxrl_par.networks import ACTIVATIONS, TORSOS
-
         if self.normalize_rewards not in (True, False, "auto"):
             raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
                              "False or 'auto' (on for continuous actions)")
@@ -60,11 +60,16 @@ class RolloutSchedule:
                 f"num_envs*num_steps={self.batch_size} steps"
             )
 
+    def normalizes_rewards(self, env) -> bool:
+        """Whether rewards are normalised for ``env``: ``normalize_rewards``, with
+        ``"auto"`` on for continuous actions and off for discrete ones."""
+        if self.normalize_rewards == "auto":
+            return not env.discrete
+        return bool(self.normalize_rewards)
+
     def actor_critic(self, env):
         """The :class:`~jaxrl_par.networks.ActorCritic` of these fields for ``env`` (a
         :class:`~jaxrl_par.envs.VecEnv`)."""
-        from jaxrl_par.networks import ActorCritic
-
         return ActorCritic(num_actions=env.num_actions, discrete=env.discrete,
                            obs_shape=env.observation_shape,
                            hidden_sizes=tuple(self.hidden_sizes), activation=self.activation,

@@ -258,8 +258,11 @@ def make(config: Config) -> Algorithm:
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
         learner = (state.params, state.target_params, state.opt_state, state.gradient_steps,
                    beta)
-        learner, prio, (loss, q_mean) = (skip if warmup else functools.partial(
-            jax.lax.cond, can_learn, learn, skip))(learner, buffer, k_learn, state.hparams)
+        if warmup:  # can_learn is False in every warm-up update
+            learner, prio, (loss, q_mean) = skip(learner, buffer, k_learn, state.hparams)
+        else:
+            learner, prio, (loss, q_mean) = jax.lax.cond(can_learn, learn, skip, learner,
+                                                         buffer, k_learn, state.hparams)
         params, target_params, opt_state, gradient_steps, _ = learner
         if cfg.prioritized:
             buffer = buffer.replace(tree=prio[0], max_priority=prio[1])

@@ -48,7 +48,7 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.networks import ActorCritic, make_policy
-from jaxrl_par.normalization import RunningStats, init_stats, scale_rewards
+from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.returns import GAE_METHODS, vtrace
 from jaxrl_par.rollouts import env_action, policy_rollout
 
@@ -177,8 +177,7 @@ def make(config: Config) -> Algorithm:
     network = cfg.actor_critic(spec)
     greedy = make_policy(network, deterministic=True)
     learner_steps_per_update = cfg.num_minibatches
-    normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
-                         else bool(cfg.normalize_rewards))
+    normalize_rewards = cfg.normalizes_rewards(spec)
 
     def optimizer(hp) -> optax.GradientTransformation:
         """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
@@ -194,6 +193,8 @@ def make(config: Config) -> Algorithm:
 
     def init(key: jax.Array) -> State:
         k_params, k_env, k_actors = jax.random.split(key, 3)
+        reward_stats, discounted_return = init_reward_scaling(
+            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
         state = State(
             params=params,
@@ -204,9 +205,8 @@ def make(config: Config) -> Algorithm:
             key=k_actors,
             learner_steps=jnp.int32(0),
             update_count=jnp.int32(0),
-            reward_stats=init_stats(()) if normalize_rewards else None,
-            discounted_return=(jnp.zeros(axes.local_size(cfg.num_envs, cfg.axis_name))
-                               if normalize_rewards else None),
+            reward_stats=reward_stats,
+            discounted_return=discounted_return,
             hparams=hyper.init(cfg),
         )
         if not cfg.pipeline:

@@ -37,6 +37,7 @@ from jaxrl_par.networks import (
 )
 from jaxrl_par.normalization import (
     RunningStats,
+    init_reward_scaling,
     init_stats,
     normalize,
     scale_rewards,
@@ -145,8 +146,7 @@ def make(config: Config) -> Algorithm:
     network = cfg.actor_critic(spec)
     # The rollout runs the actor alone; values come after it from one batched critic pass.
     greedy = make_policy(network, deterministic=True)
-    normalize_rewards = (not spec.discrete if cfg.normalize_rewards == "auto"
-                         else bool(cfg.normalize_rewards))
+    normalize_rewards = cfg.normalizes_rewards(spec)
     def optimizer(hp) -> optax.GradientTransformation:
         """Adam for the values ``hp`` (:func:`hyper.view`): its state's structure is the
         same for every value, so ``init`` builds it from the config and ``update`` from
@@ -167,6 +167,8 @@ def make(config: Config) -> Algorithm:
 
     def init(key: jax.Array) -> State:
         k_params, k_env, k_run = jax.random.split(key, 3)
+        reward_stats, discounted_return = init_reward_scaling(
+            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
         return State(
             params=params,
@@ -175,9 +177,8 @@ def make(config: Config) -> Algorithm:
             obs_stats=init_stats(spec.observation_shape),
             key=k_run,
             update_count=jnp.int32(0),
-            reward_stats=init_stats(()) if normalize_rewards else None,
-            discounted_return=(jnp.zeros(axes.local_size(cfg.num_envs, cfg.axis_name))
-                               if normalize_rewards else None),
+            reward_stats=reward_stats,
+            discounted_return=discounted_return,
             hparams=hyper.init(cfg),
         )
 

@@ -253,8 +253,11 @@ def make(config: Config) -> Algorithm:
         can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
         carry = (state.actor_params, state.critic_params, state.target_critic_params,
                  state.log_alpha, (state.actor_opt, state.critic_opt, state.alpha_opt))
-        carry, stats = (skip if warmup else functools.partial(
-            jax.lax.cond, can_learn, learn, skip))(carry, buffer, k_learn, state.hparams)
+        if warmup:  # can_learn is False in every warm-up update
+            carry, stats = skip(carry, buffer, k_learn, state.hparams)
+        else:
+            carry, stats = jax.lax.cond(can_learn, learn, skip, carry, buffer, k_learn,
+                                        state.hparams)
         actor_params, critic_params, target_params, log_alpha, opts = carry
         gradient_steps = state.gradient_steps + jnp.where(
             can_learn, cfg.gradient_steps_per_update, 0).astype(jnp.int32)
