@@ -34,7 +34,6 @@ the global batch's randomness, minibatch ``m`` is the union of the shards' minib
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import ClassVar
 
 import jax
@@ -45,16 +44,13 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
+from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.networks import ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
-from jaxrl_par.returns import GAE_METHODS, vtrace
+from jaxrl_par.returns import GAE_METHODS
 from jaxrl_par.rollouts import env_action, policy_rollout
-
-# What the loss reports; `update` returns their means over the update's learner steps.
-LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "importance_weight",
-                "clipped_rho_fraction")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,20 +109,6 @@ class Config(RolloutSchedule):
         if self.vtrace_method not in GAE_METHODS:
             raise ValueError(f"vtrace_method={self.vtrace_method!r}; choose from {GAE_METHODS}")
         self.check_actor_critic()
-
-
-@struct.dataclass
-class Trajectory:
-    """One update's unrolls, time-major ``[T, N_local, ...]``, and who acted them."""
-
-    obs: jax.Array  # observations acted on
-    action: jax.Array
-    log_prob: jax.Array  # log mu(a_t | x_t), the behaviour policy's
-    reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    final_obs: jax.Array  # the observation each step reached (before a reset)
-    version: jax.Array  # [] int32: learner steps of the parameters that acted them
 
 
 @struct.dataclass
@@ -230,34 +212,8 @@ def make(config: Config) -> Algorithm:
 
     # -- learner -------------------------------------------------------------------------
     def loss_fn(params, mb: Trajectory, hp):
-        """The IMPALA loss over the unrolls ``mb`` (``[T, n, ...]``), with V-trace targets
-        from ``params`` themselves (no gradient through the targets)."""
-        t, n = mb.reward.shape
-        rows = lambda x: x.reshape((t * n,) + x.shape[2:])
-        dist, value = network.apply(params, rows(mb.obs))
-        bootstrap = network.apply(params, rows(mb.final_obs), method=ActorCritic.value)
-        log_prob = dist.log_prob(rows(mb.action)).reshape(t, n)
-        value, bootstrap = value.reshape(t, n), bootstrap.reshape(t, n)
-        log_rho = log_prob - mb.log_prob
-        targets = jax.vmap(
-            functools.partial(vtrace, method=cfg.vtrace_method),
-            in_axes=(1, 1, 1, 1, 1, 1, None, None, None, None), out_axes=1,
-        )(mb.reward, value, bootstrap, mb.terminated, mb.terminated | mb.truncated,
-          log_rho if cfg.off_policy_correction else jnp.zeros_like(log_rho), hp.gamma,
-          hp.vtrace_lambda, hp.rho_bar, hp.c_bar)
-        pg_loss = -jnp.mean(log_prob * targets.pg_advantages)
-        value_loss = 0.5 * jnp.mean(jnp.square(targets.vtrace_targets - value))
-        entropy = jnp.mean(dist.entropy())
-        loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-        rho = jnp.exp(jax.lax.stop_gradient(log_rho))  # measured, used or not
-        return loss, {
-            "loss": loss,
-            "policy_loss": pg_loss,
-            "value_loss": value_loss,
-            "entropy": entropy,
-            "importance_weight": jnp.mean(rho),
-            "clipped_rho_fraction": jnp.mean((rho > hp.rho_bar).astype(jnp.float32)),
-        }
+        return vtrace_loss(network, params, mb, hp, method=cfg.vtrace_method,
+                           off_policy_correction=cfg.off_policy_correction)
 
     def minibatches(acted: Trajectory) -> Trajectory:
         """``[M, T, N_local / M, ...]``: minibatch ``m`` holds envs ``m, m + M, ...``, so
