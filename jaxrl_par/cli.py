@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     par.add_argument("--actor-learner", action="store_true",
                      help="Ape-X: actors on one device and learner on another, running at "
                           "once (sets pipeline=true; on CPU, two devices of the cores)")
+    par.add_argument("--async-workers", action="store_true",
+                     help="a3c: each worker in a host thread of its own, pushing gradients "
+                          "as they finish (nondeterministic; workers spread over the "
+                          "devices). Without it the workers push in a fixed round-robin "
+                          "order inside one compiled program")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
@@ -329,6 +334,13 @@ def cmd_train(args) -> int:
             raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
                              "and --pop")
         cfg = dataclasses.replace(cfg, pipeline=True)
+    if args.async_workers:
+        if not any(f.name == "num_workers" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
+                             "it with a3c")
+        if args.devices is not None or args.pop is not None or args.actor_learner:
+            raise ValueError("--async-workers places its workers on the devices itself; drop "
+                             "--devices, --pop and --actor-learner")
     # A mesh when asked for, and always on several hosts (it spans every host's devices).
     sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
     if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
@@ -341,6 +353,8 @@ def cmd_train(args) -> int:
         _use_compile_cache()
     if args.actor_learner:
         mesh_kw = {"actor_learner": True}
+    if args.async_workers:
+        mesh_kw = {"async_workers": True}
     pbt = None
     if args.pbt is not None:
         from jaxrl_par.pbt import PBT

@@ -205,7 +205,7 @@ def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
 def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
            chunk_updates: int, pipeline=None) -> tuple[Any, Any]:
     """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
-    compiled chunk, from the program caches where they hold them (``pipeline``, an
+    compiled chunk, from the program caches where they hold them (``pipeline``, a runtime:
     :class:`~jaxrl_par.parallel.actor_learner.ActorLearner`, compiles its own)."""
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
         if sharded:
@@ -275,6 +275,7 @@ def train(
     debug_replication: bool = False,
     check_memory: bool = True,
     actor_learner: bool | Sequence[jax.Device] | None = None,
+    async_workers: Any = None,
     hparams: dict[str, Any] | None = None,
     pbt: pbt_lib.PBT | None = None,
 ) -> TrainResult:
@@ -316,6 +317,13 @@ def train(
         ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before jax is
         imported; with one device both halves share it. See
         :mod:`jaxrl_par.parallel.actor_learner`.
+      async_workers: run an asynchronous algorithm's workers (A3C's) in host threads of
+        their own that push gradients to the parameter server as they finish, instead
+        of the algorithm's round-robin ``update``: ``True`` (workers spread over the
+        local devices), a sequence of devices, or a
+        :class:`~jaxrl_par.parallel.async_workers.AsyncWorkers`. Runs are then
+        nondeterministic, as the paradigm's are; see
+        :mod:`jaxrl_par.parallel.async_workers`.
       hparams: a sweep: ``name -> [S]`` values of the algorithm's swept hyperparameters
         (``algo.hyperparams``, e.g. ``ppo.Config(sweep=("learning_rate",))``), one per
         seed (lane), trained at once by the same compiled program.
@@ -368,6 +376,18 @@ def train(
             print("jaxrl_par: actor_learner has one device, so actors and learner take "
                   "turns on it; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=2 "
                   "before importing jax for two", file=sys.stderr)
+    if async_workers is not None and async_workers is not False:
+        from jaxrl_par.parallel.async_workers import AsyncWorkers
+
+        if pipeline is not None or devices is not None or pop is not None \
+                or chunk_fn_factory is not None:
+            raise ValueError("async_workers places its workers on devices itself; it does "
+                             "not combine with actor_learner, devices, pop or "
+                             "chunk_fn_factory")
+        if jax.process_count() > 1:
+            raise ValueError("async_workers runs within one process")
+        pipeline = (async_workers if isinstance(async_workers, AsyncWorkers)
+                    else AsyncWorkers(algo, async_workers))
     if devices is not None or pop is not None:
         from jaxrl_par import parallel
 

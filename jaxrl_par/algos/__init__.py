@@ -14,11 +14,13 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
     "sac": ("jaxrl_par.algos.sac", "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
     "impala": ("jaxrl_par.algos.impala", "IMPALA: actors with a lagged parameter copy, V-trace learner"),
+    "a3c": ("jaxrl_par.algos.a3c", "A3C: asynchronous workers pushing n-step actor-critic gradients to a parameter server"),
+    "a2c": ("jaxrl_par.algos.a2c", "A2C: A3C's synchronous form, one on-policy gradient per rollout"),
 }
 
 # The algorithms that take continuous (Box) actions, and those that take only those; all
 # others take discrete actions only.
-CONTINUOUS_ACTIONS = frozenset({"ppo", "impala", "sac"})
+CONTINUOUS_ACTIONS = frozenset({"ppo", "impala", "sac", "a2c", "a3c"})
 CONTINUOUS_ONLY = frozenset({"sac"})
 
 

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
 
 class Algorithm(NamedTuple):
@@ -106,6 +107,90 @@ def pipelined_update(parts: Mapping[str, Callable]) -> Callable:
         return parts["join"](actor, learner, acted), {**actor_metrics, **learner_metrics}
 
     return update
+
+
+@struct.dataclass
+class AsyncState:
+    """The state of an asynchronous (parameter-server) algorithm: A3C, Gorila.
+
+    Attributes:
+      server: the parameter server's: parameters, optimiser state, and ``version``
+        (``[]`` int32, gradients applied so far).
+      workers: each worker's own state (envs, key, a replay buffer...), leaves ``[K, ...]``.
+      copies: the parameters each worker computes its next gradient with (pulled from
+        the server, with the version they were pulled at), leaves ``[K, ...]``.
+      hparams: the swept fields (see :mod:`jaxrl_par.algos.hyper`), or None.
+    """
+
+    server: Any
+    workers: Any
+    copies: Any
+    hparams: dict | None = None
+
+
+ASYNC_PARTS = ("worker", "apply", "pull")
+
+
+def round_robin_update(parts: Mapping[str, Callable]) -> Callable:
+    """``update(state) -> (state, metrics)`` of an asynchronous algorithm on one device:
+    every worker pushes one gradient, in the round-robin order ``0 .. K-1``.
+
+    ``parts`` holds three pure functions (A3C's and Gorila's; the threaded runtime,
+    :mod:`jaxrl_par.parallel.async_workers`, calls the same ones from host threads in
+    whatever order the workers finish):
+
+    * ``worker(worker, copy, hparams) -> (worker, push, metrics)``: one worker's acting
+      and gradient with its parameter copy; ``push`` is what goes to the server (the
+      gradient and the copy's version).
+    * ``apply(server, push, hparams) -> (server, metrics)``: the server applies one
+      push; ``metrics["staleness"]`` is the number of pushes applied between the
+      worker's pull and this one.
+    * ``pull(server, copy) -> copy``: the copy a worker holds after its push (the
+      server's parameters, or the old copy between syncs).
+
+    The ``K`` workers compute their gradients at once (vmapped): each depends only on
+    its own state and copy. The server then applies them one after another, and worker
+    ``k`` pulls right after its own push, as a thread would. So after the first round
+    every gradient is applied ``K - 1`` pushes after its copy was pulled: the
+    staleness of ``K`` workers that run at the same speed in staggered phases. Metrics
+    are combined over the workers (:func:`combine_worker_metrics`).
+    """
+
+    def update(state: AsyncState):
+        workers, pushes, worker_metrics = jax.vmap(parts["worker"], in_axes=(0, 0, None))(
+            state.workers, state.copies, state.hparams)
+
+        def push(server, xs):
+            one, copy = xs
+            server, metrics = parts["apply"](server, one, state.hparams)
+            return server, (parts["pull"](server, copy), metrics)
+
+        server, (copies, server_metrics) = jax.lax.scan(push, state.server,
+                                                         (pushes, state.copies))
+        metrics = combine_worker_metrics({**worker_metrics, **server_metrics})
+        return state.replace(server=server, workers=workers, copies=copies), metrics
+
+    return update
+
+
+def combine_worker_metrics(metrics: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    """One update's metrics from ``K`` pushes' (leading axis ``K``, any axes after):
+    episode statistics weighted by the episodes each worker finished (NaN where none
+    did), ``num_episodes`` summed, ``max_*`` maximised, everything else averaged."""
+    out = {}
+    count = metrics.get("num_episodes")
+    for name, values in metrics.items():
+        if name == "num_episodes":
+            out[name] = jnp.sum(values, axis=0)
+        elif name.startswith("max_"):
+            out[name] = jnp.max(values, axis=0)
+        elif name.startswith("episode_") and count is not None:
+            total = jnp.sum(count, axis=0)
+            weighted = jnp.sum(jnp.where(count > 0, values * count, 0.0), axis=0)
+            out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
+        else:
+            out[name] = jnp.mean(values.astype(jnp.float32), axis=0)
+    return out
 
 
 def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8

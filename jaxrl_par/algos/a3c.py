@@ -1,0 +1,230 @@
+"""A3C (Mnih et al. 2016, https://arxiv.org/abs/1602.01783): asynchronous workers pushing
+gradients to a shared model.
+
+``num_workers`` workers, each with ``num_envs`` envs of its own, repeat: pull the
+parameters from the server, act ``num_steps`` steps (``t_max``) with them, compute the
+gradient of the n-step advantage actor-critic loss at the parameters they acted with
+(:func:`jaxrl_par.algos.actor_critic.vtrace_loss` with every importance weight 1 and
+``vtrace_lambda=1``: n-step returns bootstrapped from the last state), and push it. The
+server applies each push with its optimiser (Adam over the flat parameters, one shared
+state, as the paper's shared RMSProp statistics) as it arrives. A push is applied to
+parameters that other workers have moved since it was pulled: its *staleness* (pushes
+applied in between) is measured per push, from the versions the server and the copies
+carry, and reported (``staleness``).
+
+Two ways to run it, from the same pure parts (``worker``, ``apply``, ``pull``; see
+:class:`jaxrl_par.algos.base.AsyncState`):
+
+* ``train(algo, seeds)``: the runner's scan of ``update``, one round per update in which
+  the workers compute their gradients at once and the server applies them in the order
+  ``0 .. K-1`` (:func:`jaxrl_par.algos.base.round_robin_update`): deterministic,
+  vmappable over seeds and sweeps, every push ``K - 1`` stale after the first round.
+* ``train(algo, seeds, async_workers=True)``: each worker in a host thread of its own,
+  on its own device where there are several, pushing whenever its gradient is done
+  (:mod:`jaxrl_par.parallel.async_workers`). The order, and so the staleness, is then
+  whatever the machine makes it, as in the paper.
+
+``num_workers=1`` is A2C (:mod:`jaxrl_par.algos.a2c`): one synchronous gradient per
+rollout of all envs, staleness 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_par import envs
+from jaxrl_par.algos import hyper
+from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
+from jaxrl_par.algos.base import Algorithm, AsyncState, clipped_adam, round_robin_update
+from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.networks import ActorCritic, make_policy
+from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
+from jaxrl_par.returns import GAE_METHODS
+from jaxrl_par.rollouts import env_action, policy_rollout
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RolloutSchedule):
+    """A3C hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps."""
+
+    LEGACY_VALUES: ClassVar[dict] = {}
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "vf_coef", "ent_coef",
+                                  "max_grad_norm")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
+
+    env: str = "CartPole-v1"
+    num_workers: int = 4  # K: workers, each pushing its own gradients
+    num_envs: int = 4  # envs of each worker
+    num_steps: int = 16  # t_max: steps each worker acts per gradient
+    total_timesteps: int = 500_000
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True  # linear decay to 0 over the run's pushes
+    gamma: float = 0.99
+    vf_coef: float = 0.5
+    ent_coef: float = 0.0  # SB3's A2C default; 0.01 costs CartPole seeds at 5e5 steps
+    max_grad_norm: float = 0.5  # global-norm clipping of each push (0: off)
+    # Each worker divides its rewards by the running std of its envs' discounted
+    # returns: True, False, or "auto" (on for continuous actions).
+    normalize_rewards: bool | str = "auto"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    shared_torso: bool = False
+    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
+    returns_method: str = "auto"  # the backward recursion (see returns.gae_advantages)
+    sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update: one push of every worker."""
+        return self.num_workers * self.num_envs * self.num_steps
+
+    def __post_init__(self):
+        hyper.check_sweep(self)
+        validate(self, positive=("num_workers", "num_envs", "num_steps", "total_timesteps",
+                                 "learning_rate"),
+                 unit_interval=("gamma",),
+                 non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
+        envs.check_env_id(self.env)
+        if self.returns_method not in GAE_METHODS:
+            raise ValueError(f"returns_method={self.returns_method!r}; choose from "
+                             f"{GAE_METHODS}")
+        self.check_actor_critic()
+
+
+@struct.dataclass
+class Server:
+    params: dict
+    opt_state: optax.OptState  # over the flat parameter vector
+    version: jax.Array  # [] int32: pushes applied
+
+
+@struct.dataclass
+class Worker:
+    env_state: envs.EnvState  # leaves [num_envs, ...]
+    key: jax.Array
+    # With reward normalisation (else None): this worker's statistics of its envs'
+    # discounted returns, and each env's running return [num_envs].
+    reward_stats: RunningStats | None = None
+    discounted_return: jax.Array | None = None
+
+
+@struct.dataclass
+class Copy:
+    params: dict
+    version: jax.Array  # [] int32: the server's version when pulled
+
+
+@struct.dataclass
+class Push:
+    gradient: jax.Array  # flat, over the copy's parameters
+    version: jax.Array  # [] int32: the copy's version
+
+
+def make(config: Config) -> Algorithm:
+    """Builds A3C's pure parts and its round-robin ``init``/``update`` for ``config``."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = cfg.actor_critic(spec)
+    greedy = make_policy(network, deterministic=True)
+    normalize_rewards = cfg.normalizes_rewards(spec)
+    env = envs.make(cfg.env, cfg.num_envs)
+
+    def optimizer(hp) -> optax.GradientTransformation:
+        lr = hp.learning_rate
+        if cfg.anneal_lr:
+            lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_workers)
+        return clipped_adam(lr, hp.max_grad_norm)
+
+    tx = optimizer(cfg)
+
+    def init_worker(key: jax.Array) -> Worker:
+        k_env, k_act = jax.random.split(key)
+        reward_stats, discounted_return = init_reward_scaling(normalize_rewards,
+                                                              cfg.num_envs)
+        return Worker(env.reset(jax.random.split(k_env, cfg.num_envs)), k_act,
+                      reward_stats, discounted_return)
+
+    def init(key: jax.Array) -> AsyncState:
+        k_params, k_workers = jax.random.split(key)
+        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+        stack = lambda x: jnp.broadcast_to(x, (cfg.num_workers,) + jnp.shape(x))
+        return AsyncState(
+            server=Server(params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
+            workers=jax.vmap(init_worker)(jax.random.split(k_workers, cfg.num_workers)),
+            copies=jax.tree.map(stack, Copy(params, jnp.int32(0))),
+            hparams=hyper.init(cfg),
+        )
+
+    def worker(w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
+        """One worker's rollout and its gradient at the parameters it acted with."""
+        hp = hyper.view(cfg, hparams)
+        key, k_roll = jax.random.split(w.key)
+        env_state, (obs, action, log_prob, ts) = policy_rollout(
+            env, lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
+            w.env_state, k_roll, cfg.num_envs, cfg.num_steps)
+        traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
+                          ts.final_obs, copy.version)
+        reward_stats, discounted_return = w.reward_stats, w.discounted_return
+        if normalize_rewards:
+            reward, reward_stats, discounted_return = scale_rewards(
+                reward_stats, discounted_return, traj.reward,
+                traj.terminated | traj.truncated, hp.gamma)
+            traj = traj.replace(reward=reward)
+        flat, unravel = ravel_pytree(copy.params)
+        # On-policy: every importance weight is 1 (off_policy_correction=False), so the
+        # targets are n-step returns whatever rounding the recomputed log-probs carry.
+        gradient, info = jax.grad(
+            lambda f: vtrace_loss(network, unravel(f), traj, LossConstants(hp),
+                                  method=cfg.returns_method, off_policy_correction=False),
+            has_aux=True)(flat)
+        del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
+        metrics = {**info, **envs.episode_metrics(ts)}
+        return (Worker(env_state, key, reward_stats, discounted_return),
+                Push(gradient, copy.version), metrics)
+
+    def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
+        """The server's optimiser step with one push, and the push's staleness."""
+        hp = hyper.view(cfg, hparams)
+        flat, unravel = ravel_pytree(server.params)
+        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, flat)
+        staleness = (server.version - push.version).astype(jnp.float32)
+        return Server(unravel(flat + updates), opt_state, server.version + 1), {
+            "staleness": staleness, "max_staleness": staleness}
+
+    def pull(server: Server, copy: Copy) -> Copy:
+        del copy  # A3C pulls after every push
+        return Copy(server.params, server.version)
+
+    parts = {"worker": worker, "apply": apply, "pull": pull}
+
+    def act(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """The server's distribution's mode, as the env gets it."""
+        action, _ = greedy(state.server.params, obs, key)
+        return env_action(spec, action)
+
+    return Algorithm(
+        config=cfg,
+        init=init,
+        update=round_robin_update(parts),
+        num_updates=cfg.num_updates,
+        env_steps_per_update=cfg.batch_size,
+        act=act,
+        parts=parts,
+        hyperparams=cfg.sweep,
+    )
+
+
+class LossConstants:
+    """The loss coefficients of a view ``hp`` with V-trace's constants of n-step returns
+    (lambda 1, no truncation: only read where importance weights are 1)."""
+
+    def __init__(self, hp):
+        self.gamma, self.vf_coef, self.ent_coef = hp.gamma, hp.vf_coef, hp.ent_coef
+        self.vtrace_lambda, self.rho_bar, self.c_bar = 1.0, 1.0, 1.0

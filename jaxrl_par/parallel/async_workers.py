@@ -1,0 +1,225 @@
+"""Asynchronous workers and a parameter server, as host threads around compiled parts.
+
+An asynchronous algorithm (A3C: :mod:`jaxrl_par.algos.a3c`) gives three pure parts
+(:func:`jaxrl_par.algos.base.round_robin_update` describes them): a worker's acting and
+gradient with its parameter copy, the server's step with one push, and the pull of a
+fresh copy. Its own ``update`` runs them in a fixed round-robin order inside one
+program. :class:`AsyncWorkers` instead gives each of the ``K`` workers a host thread
+(and a device of its own where there are several, worker ``k`` on device ``k mod D``)
+that loops: compute a gradient with its copy, wait for it, then, under the server's
+lock, dispatch the server's step and its pull. So workers push in the order they finish,
+a slow worker's gradient is applied to parameters that faster ones have moved since it
+pulled, and each push's staleness (pushes applied between its pull and its application)
+is measured by the server from the versions, as it happens: that is the paradigm of A3C
+and of a Gorila parameter server, on any number of devices, nondeterministic as theirs.
+
+``schedule="round_robin"`` runs the same compiled parts from one thread in the order
+``0, 1, .., K-1, 0, ..``: the result then equals ``train`` without this runtime (the
+algorithm's own ``update``), which the tests check, so the threaded runs differ from
+the scanned ones only in their order.
+
+Used through ``train(algo, seeds, async_workers=True)`` (CLI: ``--async-workers``).
+One "update" of the runner is ``K`` pushes, whichever workers made them; its metrics
+are combined over them as the scanned update's are. Chunks, progress, logs, checkpoints
+and Ctrl-C work as for any run (the threads stop at the end of each chunk, so the
+state saved is consistent). On one device the threads share it: XLA's CPU client runs
+programs dispatched from several threads at the same time, each on its own cores.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par.algos.base import ASYNC_PARTS, Algorithm, combine_worker_metrics
+
+SCHEDULES = ("threads", "round_robin")
+
+
+def check_algorithm(algo: Algorithm) -> None:
+    """A ``ValueError`` naming the fix unless ``algo`` has the asynchronous parts."""
+    missing = [p for p in ASYNC_PARTS if p not in algo.parts]
+    if missing or not hasattr(algo.config, "num_workers"):
+        module = type(algo.config).__module__.rsplit(".", 1)[-1]
+        raise ValueError(f"async_workers: {module} has no asynchronous workers (its parts "
+                         f"lack {missing or ASYNC_PARTS}); use a3c or a2c")
+
+
+def pick_devices(devices: bool | Sequence[jax.Device] | None) -> list[jax.Device]:
+    """The devices of the workers (the server uses the first): the given ones, or
+    (``True``) every local device."""
+    if devices is True or devices is None:
+        return list(jax.local_devices())
+    devices = list(devices)
+    if not devices:
+        raise ValueError("async_workers: give at least one device")
+    return devices
+
+
+def _worker_slice(tree, k: int):
+    """Worker ``k``'s part of a seed-batched tree with leaves ``[S, K, ...]``."""
+    return jax.tree.map(lambda x: x[:, k], tree)
+
+
+class AsyncWorkers:
+    """The threaded runtime of an asynchronous algorithm (see the module docstring).
+
+    Args:
+      algo: an algorithm with parts ``worker``, ``apply`` and ``pull`` and a state
+        :class:`~jaxrl_par.algos.base.AsyncState`; ``config.num_workers`` workers.
+      devices: the devices (the server on the first; worker ``k`` on ``k mod D``), or
+        ``True`` for every local device.
+      schedule: ``"threads"`` (asynchronous) or ``"round_robin"`` (one thread, fixed
+        order: equals the algorithm's own ``update``).
+    """
+
+    def __init__(self, algo: Algorithm, devices: bool | Sequence[jax.Device] | None = True,
+                 schedule: str = "threads"):
+        check_algorithm(algo)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"async_workers: schedule={schedule!r}; choose from {SCHEDULES}")
+        self.algo = algo
+        self.num_workers = int(algo.config.num_workers)
+        self.devices = pick_devices(devices)
+        self.learner_device = self.devices[0]  # the server's (the runner places the state)
+        self.schedule = schedule
+        self.worker_devices = [self.devices[k % len(self.devices)]
+                               for k in range(self.num_workers)]
+        #: The worker of each push the server applied in the last chunk, in order.
+        self.last_order: list[int] = []
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether workers run in threads of their own."""
+        return self.schedule == "threads" and self.num_workers > 1
+
+    def compile(self, state: Any, chunk_updates: int) -> Callable:
+        """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
+        contract, one update being ``K`` pushes (rows past ``algo.num_updates`` zero)."""
+        parts, num_workers = self.algo.parts, self.num_workers
+        hparams_axis = None if state.hparams is None else 0
+
+        def serve(server, push, copy, hparams):
+            server, metrics = parts["apply"](server, push, hparams)
+            return server, parts["pull"](server, copy), metrics
+
+        worker_fn = jax.jit(jax.vmap(parts["worker"], in_axes=(0, 0, hparams_axis)),
+                            donate_argnums=0)
+        serve_fn = jax.jit(jax.vmap(serve, in_axes=(0, 0, 0, hparams_axis)),
+                           donate_argnums=0)
+        to = jax.device_put
+        # Compile ahead (the runner times it): one worker program per device, the server's.
+        example_worker = _worker_slice(state.workers, 0)
+        example_copy = _worker_slice(state.copies, 0)
+        workers_by_device = {}
+        for device in dict.fromkeys(self.worker_devices):
+            workers_by_device[device] = worker_fn.lower(
+                to(example_worker, device), to(example_copy, device),
+                to(state.hparams, device)).compile()
+        push_shape = jax.eval_shape(worker_fn, example_worker, example_copy, state.hparams)[1]
+        server_device = self.learner_device
+        serve_program = serve_fn.lower(
+            to(state.server, server_device),
+            jax.tree.map(lambda s: jax.ShapeDtypeStruct(
+                s.shape, s.dtype, sharding=jax.sharding.SingleDeviceSharding(server_device)),
+                push_shape),
+            to(example_copy, server_device), to(state.hparams, server_device)).compile()
+        num_updates = self.algo.num_updates
+        schedule = self.schedule
+
+        def chunk(state, start):
+            n = min(chunk_updates, num_updates - int(start))
+            quota = n * num_workers
+            server = to(state.server, server_device)
+            server_hparams = to(state.hparams, server_device)
+            own = [{"worker": to(_worker_slice(state.workers, k), d),
+                    "copy": to(_worker_slice(state.copies, k), d),
+                    "hparams": to(state.hparams, d)}
+                   for k, d in enumerate(self.worker_devices)]
+            log: list[dict] = []
+            order: list[int] = []
+            lock = threading.Lock()
+            issued = [0]
+            errors: list[BaseException] = []
+
+            def take_turn() -> bool:
+                with lock:
+                    if issued[0] >= quota or errors:
+                        return False
+                    issued[0] += 1
+                    return True
+
+            def push(k: int) -> None:
+                nonlocal server
+                mine = own[k]
+                device = self.worker_devices[k]
+                mine["worker"], pushed, worker_metrics = workers_by_device[device](
+                    mine["worker"], mine["copy"], mine["hparams"])
+                if schedule == "threads":  # a thread pushes a finished gradient
+                    pushed = jax.block_until_ready(pushed)
+                remote = device != server_device
+                if remote:
+                    pushed, old = to(pushed, server_device), to(mine["copy"], server_device)
+                else:
+                    old = mine["copy"]
+                with lock:  # the server applies pushes one at a time, in arrival order
+                    server, copy, server_metrics = serve_program(server, pushed, old,
+                                                                 server_hparams)
+                    log.append({**worker_metrics, **server_metrics})
+                    order.append(k)
+                mine["copy"] = to(copy, device) if remote else copy
+
+            def run(k: int) -> None:
+                try:
+                    while take_turn():
+                        push(k)
+                except BaseException as e:  # noqa: BLE001 (re-raised by the runner's thread)
+                    errors.append(e)
+
+            if schedule == "round_robin":
+                for i in range(quota):
+                    push(i % num_workers)
+            else:
+                threads = [threading.Thread(target=run, args=(k,), daemon=True,
+                                            name=f"jaxrl_par-worker-{k}")
+                           for k in range(num_workers)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                if errors:
+                    raise errors[0]
+            stack = lambda *xs: jnp.stack(xs, axis=1)
+            state = state.replace(
+                server=server,
+                workers=jax.tree.map(stack, *[to(o["worker"], server_device) for o in own]),
+                copies=jax.tree.map(stack, *[to(o["copy"], server_device) for o in own]))
+            state = to(state, server_device)
+            self.last_order = order
+            return state, _rows(jax.device_get(log), n, num_workers, chunk_updates)
+
+        return chunk
+
+
+def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int, length: int
+          ) -> dict[str, np.ndarray]:
+    """The pushes' metrics (``[S]`` each, in the order applied) as ``[S, length]`` rows of
+    ``num_workers`` pushes each, combined as the scanned update combines them, zero past
+    ``n``."""
+    out = {}
+    for name in log[0]:
+        values = np.stack([entry[name] for entry in log])  # [n*K, S]
+        values = values.reshape((n, num_workers) + values.shape[1:])  # [n, K, S]
+        out[name] = values
+    rows = combine_worker_metrics({k: np.moveaxis(v, 1, 0) for k, v in out.items()})  # [n, S]
+    result = {}
+    for name, values in rows.items():
+        values = np.asarray(values).T  # [S, n]
+        pad = np.zeros(values.shape[:1] + (length - n,), values.dtype)
+        result[name] = np.concatenate([values, pad], axis=1)
+    return result
