@@ -150,7 +150,7 @@ def test_cli_list(capsys, monkeypatch):
     assert main(["list", "--details"]) == 0
     out = capsys.readouterr().out.split("environments:")[1].splitlines()[1:]
     lines = {line.split()[0]: line for line in out}
-    assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; a2c, a3c, apex, dqn, impala, ppo")
+    assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; a2c, a3c, apex, dqn, gorila, impala, ppo")
     assert lines["Pendulum-v1"].endswith("continuous, 1-d actions; obs (3,) float32; a2c, a3c, impala, ppo, sac")
     assert "(not built here: OSError: no network)" in lines["MNISTBandit-bsuite"]
 

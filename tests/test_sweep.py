@@ -9,7 +9,7 @@ import pytest
 from killed import train_killed_after
 
 from jaxrl_par import checkpoint
-from jaxrl_par.algos import a3c, apex, dqn, hyper, impala, ppo, sac
+from jaxrl_par.algos import a3c, apex, dqn, gorila, hyper, impala, ppo, sac
 from jaxrl_par.cli import main
 from jaxrl_par.train import train
 
@@ -25,6 +25,8 @@ SAC_TINY = {"num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 8 * 4, "buffer
             "batch_size": 8, "learning_starts": 16, "train_frequency": 4, "hidden_sizes": (8,)}
 A3C_TINY = {"num_workers": 2, "num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 2 * 8 * 4,
             "hidden_sizes": (8,)}
+GORILA_TINY = {"num_workers": 2, "num_envs": 2, "num_steps": 4, "total_timesteps": 16 * 6,
+               "learning_starts": 33, "batch_size": 8, "buffer_size": 32, "hidden_sizes": (8,)}
 IMPALA_TINY = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "total_timesteps": 4 * 8 * 4,
                "actor_sync_period": 3}
 
@@ -67,7 +69,11 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
     (a3c, A3C_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
                      "vf_coef": [0.25, 1.0], "ent_coef": [0.0, 0.02],
                      "max_grad_norm": [0.1, 1.0]}),
-], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala", "sac", "a3c"])
+    (gorila, GORILA_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
+                           "max_grad_norm": [1.0, 10.0], "tau": [0.5, 0.1],
+                           "epsilon_start": [1.0, 0.5], "epsilon_end": [0.1, 0.01],
+                           "huber_delta": [1.0, 2.0]}),
+], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala", "sac", "a3c", "gorila"])
 def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
     """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
     each lane is bit for bit that seed of a run with its values as plain config

@@ -15,6 +15,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     "sac": ("jaxrl_par.algos.sac", "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
     "impala": ("jaxrl_par.algos.impala", "IMPALA: actors with a lagged parameter copy, V-trace learner"),
     "a3c": ("jaxrl_par.algos.a3c", "A3C: asynchronous workers pushing n-step actor-critic gradients to a parameter server"),
+    "gorila": ("jaxrl_par.algos.gorila", "Gorila: DQN bundles (actor, replay, learner) pushing gradients to a parameter server"),
     "a2c": ("jaxrl_par.algos.a2c", "A2C: A3C's synchronous form, one on-policy gradient per rollout"),
 }
 

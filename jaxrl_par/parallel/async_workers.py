@@ -132,8 +132,42 @@ class AsyncWorkers:
         num_updates = self.algo.num_updates
         schedule = self.schedule
 
+        warmup_updates = self.algo.warmup_updates if "warmup" in parts else 0
+        def warm_program(length: int):
+            """``length`` warm-up updates (no pushes) as one scanned program."""
+            scan = lambda s: jax.lax.scan(lambda s, _: parts["warmup"](s), s, None,
+                                          length=length)
+            return jax.jit(jax.vmap(scan), donate_argnums=0)
+
+        warm_programs = {}
+        if warmup_updates:  # compiled here, so the runner counts it as compile time
+            first = min(chunk_updates, warmup_updates)
+            warm_programs[first] = warm_program(first).lower(state).compile()
+
+        def warm(state, length):
+            if length not in warm_programs:
+                warm_programs[length] = warm_program(length)
+            state, metrics = warm_programs[length](state)
+            return state, {k: np.asarray(v) for k, v in metrics.items()}
+
         def chunk(state, start):
             n = min(chunk_updates, num_updates - int(start))
+            w = max(0, min(n, warmup_updates - int(start)))
+            parts_rows = []
+            if w:
+                state, rows = warm(to(state, server_device), w)
+                parts_rows.append(rows)
+            if n > w:
+                state, rows = pushes(state, n - w)
+                parts_rows.append(rows)
+            rows = {k: np.concatenate([r[k] for r in parts_rows], axis=1)
+                    for k in parts_rows[0]}
+            pad = lambda v: np.concatenate(
+                [v, np.zeros(v.shape[:1] + (chunk_updates - n,), v.dtype)], axis=1)
+            return state, {k: pad(v) for k, v in rows.items()}
+
+        def pushes(state, n):
+            """``n`` updates of ``K`` pushes each, by the threads (or in turn)."""
             quota = n * num_workers
             server = to(state.server, server_device)
             server_hparams = to(state.hparams, server_device)
@@ -201,25 +235,19 @@ class AsyncWorkers:
                 copies=jax.tree.map(stack, *[to(o["copy"], server_device) for o in own]))
             state = to(state, server_device)
             self.last_order = order
-            return state, _rows(jax.device_get(log), n, num_workers, chunk_updates)
+            return state, _rows(jax.device_get(log), n, num_workers)
 
         return chunk
 
 
-def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int, length: int
+def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int
           ) -> dict[str, np.ndarray]:
-    """The pushes' metrics (``[S]`` each, in the order applied) as ``[S, length]`` rows of
-    ``num_workers`` pushes each, combined as the scanned update combines them, zero past
-    ``n``."""
+    """The pushes' metrics (``[S]`` each, in the order applied) as ``[S, n]`` rows of
+    ``num_workers`` pushes each, combined as the scanned update combines them."""
     out = {}
     for name in log[0]:
         values = np.stack([entry[name] for entry in log])  # [n*K, S]
         values = values.reshape((n, num_workers) + values.shape[1:])  # [n, K, S]
         out[name] = values
     rows = combine_worker_metrics({k: np.moveaxis(v, 1, 0) for k, v in out.items()})  # [n, S]
-    result = {}
-    for name, values in rows.items():
-        values = np.asarray(values).T  # [S, n]
-        pad = np.zeros(values.shape[:1] + (length - n,), values.dtype)
-        result[name] = np.concatenate([values, pad], axis=1)
-    return result
+    return {name: np.asarray(values).T for name, values in rows.items()}  # [S, n]

@@ -1,0 +1,265 @@
+"""Gorila (Nair et al. 2015, https://arxiv.org/abs/1507.04296): DQN with a parameter server.
+
+The paper's bundled layout: ``num_workers`` bundles, each an actor with ``num_envs`` envs,
+a replay memory of its own and a learner. Every push, a bundle acts ``num_steps``
+epsilon-greedy steps in each env with its *copy* of the Q-network, stores the n-step
+transitions in its replay, samples a batch and computes the gradient of the
+(double-)Q loss at its copy against its copy of the target network, and pushes the
+gradient to the parameter server. The server applies pushes with Adam as they arrive
+and updates the target network every ``target_update_period`` pushes; a bundle re-pulls
+both networks once the server is ``actor_sync_period`` pushes past its copy. Each push's
+staleness (pushes applied between the pull and its own application) is measured from the
+versions and reported, as for A3C (:mod:`jaxrl_par.algos.a3c`).
+
+The same pure parts run in one compiled round-robin ``update`` (``train(algo, seeds)``:
+deterministic, vmappable) or as host threads (``train(..., async_workers=True)``; see
+:mod:`jaxrl_par.parallel.async_workers`). Before ``learning_starts`` env steps (all
+bundles together) the bundles only act (``Algorithm.warmup_updates``), so every bundle's
+replay holds a batch when the first gradient is taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_par import envs, replay
+from jaxrl_par.algos import hyper
+from jaxrl_par.algos.base import (
+    Algorithm,
+    AsyncState,
+    clipped_adam,
+    combine_worker_metrics,
+    round_robin_update,
+)
+from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.dqn import make_q_network
+from jaxrl_par.algos.q_common import act_steps, check_q_config, example_transition, to_transitions
+from jaxrl_par.exploration import linear_epsilon
+from jaxrl_par.qlearning import NStepCarry, init_nstep_carry, q_loss
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Gorila hyperparameters. Defaults: DQN's (PureJaxRL's CartPole settings: a gradient
+    of 128 per 10 env steps, target copy every 50 gradients), over 4 bundles of 2 envs.
+    They solve CartPole-v1 within 5e5 env steps."""
+
+    SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "max_grad_norm", "tau",
+                                  "epsilon_start", "epsilon_end", "huber_delta")
+    SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)
+
+    env: str = "CartPole-v1"
+    num_workers: int = 4  # bundles (actor + replay + learner), each pushing gradients
+    num_envs: int = 2  # envs of each bundle
+    num_steps: int = 5  # env steps per env between a bundle's pushes
+    total_timesteps: int = 500_000
+    buffer_size: int = 2_500  # each bundle's replay (10,000 over the 4: DQN's)
+    batch_size: int = 128
+    learning_starts: int = 10_000  # env steps (all bundles) before the first push
+    learning_rate: float = 2.5e-4
+    max_grad_norm: float = 10.0  # global-norm clipping of each push (0: off)
+    gamma: float = 0.99
+    n_step: int = 1
+    double_q: bool = True
+    dueling: bool = False
+    loss: str = "mse"  # "huber" or "mse"
+    huber_delta: float = 1.0
+    target_update_period: int = 50  # pushes between the server's target updates
+    tau: float = 1.0  # 1: hard copy; < 1: Polyak averaging every target_update_period
+    actor_sync_period: int = 1  # pushes the server moves past a copy before it is re-pulled
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    exploration_fraction: float = 0.5  # of total_timesteps to decay epsilon over
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    activation: str = "relu"
+    sweep: tuple[str, ...] = ()
+
+    @property
+    def env_steps_per_push(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def env_steps_per_update(self) -> int:
+        """One push of every bundle."""
+        return self.num_workers * self.env_steps_per_push
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.env_steps_per_update
+
+    @property
+    def warmup_updates(self) -> int:
+        """Updates that end before ``learning_starts``: the bundles only act."""
+        ending_at_or_past = -(-self.learning_starts // self.env_steps_per_update)
+        return max(0, min(self.num_updates, ending_at_or_past - 1))
+
+    def __post_init__(self):
+        hyper.check_sweep(self)
+        validate(self, positive=("num_workers", "num_envs", "num_steps", "total_timesteps",
+                                 "buffer_size", "batch_size", "learning_rate", "n_step",
+                                 "target_update_period", "huber_delta",
+                                 "actor_sync_period"),
+                 non_negative=("learning_starts", "max_grad_norm"),
+                 unit_interval=("gamma", "epsilon_start", "epsilon_end",
+                                "exploration_fraction", "tau"))
+        if self.tau <= 0:
+            raise ValueError("gorila.Config.tau must be in (0, 1]: 1 for a hard target copy")
+        check_q_config(self, "num_workers*num_envs*num_steps")
+        stored = self.warmup_updates * self.env_steps_per_push
+        if stored < self.batch_size:
+            # the warm-up updates are those that end before learning_starts
+            need = -(-self.batch_size // self.env_steps_per_push) \
+                * self.env_steps_per_update + 1
+            raise ValueError(
+                f"gorila.Config.learning_starts={self.learning_starts}: each bundle's replay "
+                f"would hold {stored} transitions at its first gradient, fewer than "
+                f"batch_size={self.batch_size}; set learning_starts >= {need}")
+
+
+@struct.dataclass
+class Server:
+    params: dict
+    target_params: dict
+    opt_state: optax.OptState  # over the flat parameter vector
+    version: jax.Array  # [] int32: pushes applied
+
+
+@struct.dataclass
+class Bundle:
+    env_state: envs.EnvState  # leaves [num_envs, ...]
+    nstep_carry: NStepCarry
+    buffer: object  # this bundle's uniform replay
+    key: jax.Array
+    env_steps: jax.Array  # [] int32: this bundle's env steps
+
+
+@struct.dataclass
+class Copy:
+    params: dict
+    target_params: dict
+    version: jax.Array  # [] int32
+
+
+@struct.dataclass
+class Push:
+    gradient: jax.Array
+    version: jax.Array
+
+
+def make(config: Config) -> Algorithm:
+    """Builds Gorila's pure parts and its round-robin ``init``/``update``."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
+    q_fn = network.apply
+    env = envs.make(cfg.env, cfg.num_envs)
+    buf = replay.uniform(cfg.buffer_size)
+    # each bundle decays over its share of the run's steps
+    decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps) // cfg.num_workers
+
+    def optimizer(hp) -> optax.GradientTransformation:
+        return clipped_adam(hp.learning_rate, hp.max_grad_norm)
+
+    tx = optimizer(cfg)
+
+    def init_bundle(key: jax.Array) -> Bundle:
+        k_env, k_run = jax.random.split(key)
+        return Bundle(
+            env_state=env.reset(jax.random.split(k_env, cfg.num_envs)),
+            nstep_carry=init_nstep_carry(cfg.n_step, cfg.num_envs, spec.observation_shape,
+                                         spec.observation_dtype),
+            buffer=buf.init(example_transition(spec.observation_shape,
+                                                spec.observation_dtype)),
+            key=k_run, env_steps=jnp.int32(0))
+
+    def init(key: jax.Array) -> AsyncState:
+        k_params, k_bundles = jax.random.split(key)
+        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+        stack = lambda x: jnp.broadcast_to(x, (cfg.num_workers,) + jnp.shape(x))
+        return AsyncState(
+            server=Server(params, params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
+            workers=jax.vmap(init_bundle)(jax.random.split(k_bundles, cfg.num_workers)),
+            copies=jax.tree.map(stack, Copy(params, params, jnp.int32(0))),
+            hparams=hyper.init(cfg))
+
+    def act(b: Bundle, copy: Copy, hp) -> tuple[Bundle, jax.Array, dict]:
+        """A bundle's acting and storing; returns its sampling key too."""
+        key, k_act, k_sample = jax.random.split(b.key, 3)
+        epsilon = linear_epsilon(b.env_steps, hp.epsilon_start, hp.epsilon_end, decay_steps)
+        env_state, steps, ts = act_steps(
+            env, q_fn, copy.params, b.env_state, k_act, epsilon, cfg.num_steps,
+            lambda k: jax.random.split(k, (cfg.num_steps, cfg.num_envs)))
+        carry, transitions = to_transitions(b.nstep_carry, steps, hp.gamma, cfg.n_step,
+                                            b.env_steps)
+        bundle = Bundle(env_state, carry, buf.add(b.buffer, transitions), key,
+                        b.env_steps + cfg.env_steps_per_push)
+        return bundle, k_sample, {"epsilon": epsilon, **envs.episode_metrics(ts)}
+
+    def worker(b: Bundle, copy: Copy, hparams) -> tuple[Bundle, Push, dict]:
+        """One bundle's acting, storing, and gradient at its copy."""
+        hp = hyper.view(cfg, hparams)
+        b, k_sample, metrics = act(b, copy, hp)
+        sample = buf.sample(b.buffer, k_sample, cfg.batch_size)
+        flat, unravel = ravel_pytree(copy.params)
+        (loss, aux), gradient = jax.value_and_grad(
+            lambda f: q_loss(unravel(f), copy.target_params, q_fn, sample.transitions,
+                             jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
+                             hp.huber_delta), has_aux=True)(flat)
+        return b, Push(gradient, copy.version), {"loss": loss, "q_mean": aux["q_mean"],
+                                                  **metrics}
+
+    def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
+        """The server's Adam step with one push; the target network every
+        ``target_update_period`` pushes."""
+        hp = hyper.view(cfg, hparams)
+        flat, unravel = ravel_pytree(server.params)
+        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, flat)
+        params = unravel(flat + updates)
+        version = server.version + 1
+        target = optax.periodic_update(
+            optax.incremental_update(params, server.target_params, hp.tau),
+            server.target_params, version, cfg.target_update_period)
+        staleness = (server.version - push.version).astype(jnp.float32)
+        return Server(params, target, opt_state, version), {
+            "staleness": staleness, "max_staleness": staleness}
+
+    def pull(server: Server, copy: Copy) -> Copy:
+        fresh = server.version - copy.version >= cfg.actor_sync_period
+        return jax.tree.map(lambda new, old: jnp.where(fresh, new, old),
+                            Copy(server.params, server.target_params, server.version), copy)
+
+    def warmup(state: AsyncState) -> tuple[AsyncState, dict]:
+        """An update before ``learning_starts``: every bundle acts and stores, nothing is
+        pushed (the same metrics, losses and staleness zero)."""
+        hp = hyper.view(cfg, state.hparams)
+        workers, _, metrics = jax.vmap(lambda b, c: act(b, c, hp))(state.workers,
+                                                                  state.copies)
+        zero = jnp.zeros((cfg.num_workers,), jnp.float32)
+        metrics = {"loss": zero, "q_mean": zero, **metrics, "staleness": zero,
+                   "max_staleness": zero}
+        return state.replace(workers=workers), combine_worker_metrics(metrics)
+
+    parts = {"worker": worker, "apply": apply, "pull": pull, "warmup": warmup}
+
+    def greedy(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        del key
+        return jnp.argmax(q_fn(state.server.params, obs), axis=-1).astype(jnp.int32)
+
+    return Algorithm(
+        config=cfg,
+        init=init,
+        update=round_robin_update(parts),
+        num_updates=cfg.num_updates,
+        env_steps_per_update=cfg.env_steps_per_update,
+        act=greedy,
+        parts=parts,
+        hyperparams=cfg.sweep,
+        warmup_updates=cfg.warmup_updates,
+    )
