@@ -46,8 +46,9 @@ def test_config_validation_names_field_and_fix():
         dqn.Config(tau=0.0)
     with pytest.raises(ValueError, match="buffer_size"):
         dqn.Config(batch_size=512, buffer_size=256)
-    with pytest.raises(ValueError, match=r"Q-learning \(apex, dqn\) needs a discrete action "
-                                         r"space: train impala, ppo or sac for continuous control \(jaxrl-par train ppo --env "
+    with pytest.raises(ValueError, match=r"Q-learning \(apex, dqn, gorila\) needs a discrete "
+                                         r"action space: train a2c, a3c, impala, ppo or sac for "
+                                         r"continuous control \(jaxrl-par train ppo --env "
                                          r"ProbeContinuous-v0\)"):
         dqn.make(dqn.Config(env="ProbeContinuous-v0"))
     cfg = dqn.Config()

@@ -388,6 +388,37 @@ def test_impala_actor_learner_on_two_devices_equals_one_device():
     assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))
 
 
+@pytest.mark.parametrize("module", ["a3c", "gorila"])
+def test_async_workers_on_their_own_devices_equal_the_scan(module):
+    """A3C's and Gorila's 3 workers on devices 0-2 of 4 (worker k on device k mod 4), the
+    server on device 0, gradients and copies crossing devices, in the round-robin order
+    and in 3 chunks (Gorila's crossing its warm-up): the state of the one-device scan,
+    bit for bit, back on the server's device. With threads, every push is applied."""
+    from jaxrl_par.algos import a3c, gorila
+    from jaxrl_par.parallel.async_workers import AsyncWorkers
+
+    cfg = (a3c.Config(num_workers=3, num_envs=2, num_steps=4, total_timesteps=24 * 6,
+                      hidden_sizes=(8,)) if module == "a3c" else
+           gorila.Config(num_workers=3, num_envs=2, num_steps=4, total_timesteps=24 * 6,
+                         learning_starts=49, batch_size=16, buffer_size=32,
+                         hidden_sizes=(8,)))
+    algo = (a3c if module == "a3c" else gorila).make(cfg)
+    devices = jax.devices()[:4]
+    runtime = AsyncWorkers(algo, devices, schedule="round_robin")
+    assert runtime.worker_devices == [devices[0], devices[1], devices[2]]
+    spread = train(algo, [0, 1], num_chunks=3, progress=False, async_workers=runtime)
+    whole = train(algo, [0, 1], num_chunks=1, progress=False)
+    key_data = lambda x: jax.random.key_data(x) if jnp.issubdtype(
+        x.dtype, jax.dtypes.prng_key) else x
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(key_data(a), key_data(b)),
+                 spread.state, whole.state)
+    assert {devices[0]} == set().union(*(x.devices() for x in jax.tree.leaves(spread.state)))
+    threaded = train(algo, [0, 1], num_chunks=3, progress=False,
+                     async_workers=AsyncWorkers(algo, devices))
+    pushes = cfg.num_workers * (algo.num_updates - algo.warmup_updates)
+    assert int(threaded.state.server.version[0]) == pushes
+
+
 def test_sac_on_2_devices_learns_the_rewarded_action():
     """SAC with a replay shard per device and pmean'd gradients (actor, critics and the
     temperature's) moves its greedy action to ProbeContinuous's 0.5; the runner checks

@@ -1,23 +1,26 @@
-"""Asynchronous workers beside synchronous ones: A3C (threads and round-robin), A2C, PPO.
+"""Asynchronous workers beside synchronous ones, two families side by side.
 
-Side by side in one process, alternated ``--repeats`` times, each on the same env for
-the same env-step budget with several seeds as one vmapped batch:
+``--family actor-critic`` (default): A3C (threads and round-robin), A2C, PPO.
+``--family q``: Gorila (threads and round-robin) and DQN.
+
+In one process, alternated ``--repeats`` times, each on the same env for the same
+env-step budget with several seeds as one vmapped batch:
 
 * ``a2c``: one synchronous worker (A3C with ``num_workers=1``), staleness 0;
-* ``a3c``: 4 workers pushing in the round-robin order inside one compiled program
-  (``train(algo, seeds)``), every push 3 pushes stale after the first round;
-* ``a3c-threads-1dev``: the same workers as host threads pushing as they finish, all on
+* ``a3c`` / ``gorila``: 4 workers pushing in the round-robin order inside one compiled
+  program (``train(algo, seeds)``), every push 3 pushes stale after the first round;
+* ``*-threads-1dev``: the same workers as host threads pushing as they finish, all on
   one device (``train(..., async_workers=AsyncWorkers(algo, [device 0]))``);
-* ``a3c-threads-Ndev``: the threads on N CPU devices, worker ``k`` on device ``k mod N``
+* ``*-threads-Ndev``: the threads on N CPU devices, worker ``k`` on device ``k mod N``
   (this script asks XLA for N host devices before jax starts; the single-device cases
   use the first);
-* ``ppo``: PPO's defaults, the synchronous reference.
+* ``ppo`` / ``dqn``: the synchronous (serial) references with their defaults.
 
 Reported: final return (mean +- std over seeds, first repeat), training env steps/s
 (median over repeats), compile seconds (first build), and the staleness measured by
 the server (mean, and the largest of any update's pushes).
 
-    python benchmarks/a3c.py [--repeats 3] [--devices 4] [--quick]
+    python benchmarks/async_workers.py [--family q] [--repeats 3] [--devices 4] [--quick]
 """
 
 from __future__ import annotations
@@ -32,13 +35,18 @@ def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--devices", type=int, default=4, help="CPU devices for the threads")
+    p.add_argument("--family", choices=("actor-critic", "q"), default="actor-critic")
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--budget", type=int, default=500_000)
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--quick", action="store_true", help="1/10 of the budget, 1 repeat")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                  "a3c.json"))
-    return p.parse_args()
+    p.add_argument("--out", default=None,
+                   help="default: results/async_workers_<family>.json")
+    args = p.parse_args()
+    if args.out is None:
+        args.out = os.path.join(os.path.dirname(__file__), "results",
+                                f"async_workers_{args.family.replace('-', '_')}.json")
+    return args
 
 
 ARGS = _parse()
@@ -52,7 +60,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
-from jaxrl_par.algos import a2c, a3c, ppo
+from jaxrl_par.algos import a2c, a3c, dqn, gorila, ppo
 from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.train import train
 
@@ -61,14 +69,21 @@ def cases(env: str, budget: int) -> dict:
     """name -> (algorithm, train keyword arguments)."""
     devices = jax.devices()
     many = min(ARGS.devices, len(devices))
-    threaded = a3c.make(a3c.Config(env=env, total_timesteps=budget))
+    if ARGS.family == "q":
+        name, reference = "gorila", {"dqn": (dqn.make(dqn.Config(env=env,
+                                                                 total_timesteps=budget)), {})}
+        algo = gorila.make(gorila.Config(env=env, total_timesteps=budget))
+    else:
+        name, reference = "a3c", {
+            "ppo": (ppo.make(ppo.Config(env=env, total_timesteps=budget)), {}),
+            "a2c": (a2c.make(a2c.Config(env=env, total_timesteps=budget)), {})}
+        algo = a3c.make(a3c.Config(env=env, total_timesteps=budget))
     return {
-        "ppo": (ppo.make(ppo.Config(env=env, total_timesteps=budget)), {}),
-        "a2c": (a2c.make(a2c.Config(env=env, total_timesteps=budget)), {}),
-        "a3c": (threaded, {}),
-        "a3c-threads-1dev": (threaded, {"async_workers": AsyncWorkers(threaded, devices[:1])}),
-        f"a3c-threads-{many}dev": (threaded,
-                                   {"async_workers": AsyncWorkers(threaded, devices[:many])}),
+        **reference,
+        name: (algo, {}),
+        f"{name}-threads-1dev": (algo, {"async_workers": AsyncWorkers(algo, devices[:1])}),
+        f"{name}-threads-{many}dev": (algo,
+                                      {"async_workers": AsyncWorkers(algo, devices[:many])}),
     }
 
 
@@ -94,17 +109,19 @@ def main() -> None:
             "max_staleness": (None if stale is None
                               else float(np.max(rs[0].metrics["max_staleness"]))),
         }
-    base = rows["a3c"]["steps_per_second"]
+    base_name = "gorila" if ARGS.family == "q" else "a3c"
+    base = rows[base_name]["steps_per_second"]
     print(f"{ARGS.env}, {budget:,} env steps x {len(seeds)} seeds, {repeats} repeat(s)")
-    print(f"{'case':18s} {'final return':>16s} {'steps/s':>11s} {'vs a3c':>7s} "
+    print(f"{'case':21s} {'final return':>16s} {'steps/s':>11s} {'vs ' + base_name:>10s} "
           f"{'compile s':>9s} {'staleness':>9s} {'max':>5s}")
     for name, r in rows.items():
         stale = ("" if r["mean_staleness"] is None
                  else f"{r['mean_staleness']:9.2f} {r['max_staleness']:5.0f}")
-        print(f"{name:18s} {r['final_return']:8.1f} +- {r['final_std']:5.1f} "
-              f"{r['steps_per_second']:11,.0f} {r['steps_per_second'] / base:6.2f}x "
+        print(f"{name:21s} {r['final_return']:8.1f} +- {r['final_std']:5.1f} "
+              f"{r['steps_per_second']:11,.0f} {r['steps_per_second'] / base:9.2f}x "
               f"{r['compile_seconds']:9.1f} {stale}")
-    write_json(ARGS.out, {"machine": machine(), "env": ARGS.env, "total_timesteps": budget,
+    write_json(ARGS.out, {"machine": machine(), "family": ARGS.family, "env": ARGS.env,
+                          "total_timesteps": budget,
                           "seeds": seeds, "repeats": repeats, "cases": rows})
     print(f"wrote {ARGS.out}")
 
