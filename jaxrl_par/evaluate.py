@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.envs import host
 from jaxrl_par.precision import float32
 
 
@@ -76,6 +77,8 @@ def greedy_returns(algo: Algorithm, states, *, num_envs: int = 8, max_steps: int
     if algo.act is None:
         raise ValueError("this algorithm defines no act(state, obs, key) to evaluate with")
     env_id = algo.config.env
+    if host.is_host(env_id):
+        return _host_greedy_returns(algo, states, num_envs, max_steps, seed)
     if max_steps is None:
         max_steps = getattr(envs.make(env_id, 1).params, "max_steps_in_episode", None)
         if max_steps is None:
@@ -90,6 +93,38 @@ def greedy_returns(algo: Algorithm, states, *, num_envs: int = 8, max_steps: int
         raise ValueError(f"an episode of {env_id} was still running after max_steps="
                          f"{max_steps}; give a larger max_steps")
     return np.asarray(returns, np.float64)
+
+
+def _host_greedy_returns(algo: Algorithm, states, num_envs: int, max_steps: int | None,
+                         seed: int) -> np.ndarray:
+    """:func:`greedy_returns` on host envs (:mod:`jaxrl_par.envs.host`): ``num_envs``
+    gymnasium envs per seed, reset from ``seed .. seed + num_envs - 1``, played on the
+    host with one compiled ``act`` call per step for all seeds, until every env's first
+    episode ends (gymnasium's own time limit ends it; ``max_steps``, default 100,000, is
+    a guard)."""
+    max_steps = 100_000 if max_steps is None else int(max_steps)
+    lanes = len(jax.tree.leaves(states)[0])
+    act = jax.jit(jax.vmap(algo.act, in_axes=(0, 0, None)))
+    envs_ = [host.HostVecEnv(algo.config.env, int(num_envs), seed) for _ in range(lanes)]
+    returns = np.zeros((lanes, num_envs))
+    finished = np.zeros((lanes, num_envs), bool)
+    key = jax.random.key(seed)
+    for _ in range(max_steps):
+        key, k = jax.random.split(key)
+        actions = np.asarray(act(states, np.stack([e.obs for e in envs_]), k))
+        for s, e in enumerate(envs_):
+            out = e.step(actions[s])
+            first = out["done"] & ~finished[s]
+            returns[s][first] = out["episode_return"][first]
+            finished[s] |= out["done"]
+        if finished.all():
+            break
+    for e in envs_:
+        e.close()
+    if not finished.all():
+        raise ValueError(f"an episode of {algo.config.env} was still running after "
+                         f"max_steps={max_steps}; give a larger max_steps")
+    return returns.mean(axis=1)
 
 
 __all__ = ["greedy_returns"]

@@ -24,6 +24,11 @@ Two ways to run it, from the same pure parts (``worker``, ``apply``, ``pull``; s
   (:mod:`jaxrl_par.parallel.async_workers`). The order, and so the staleness, is then
   whatever the machine makes it, as in the paper.
 
+Host environments: with ``env="gymnasium:<id>"`` (:mod:`jaxrl_par.envs.host`) each
+threaded worker steps gymnasium envs of its own from Python, between one compiled
+policy call per step and one compiled gradient call per push, for simulators that are
+not JAX (only with ``async_workers``; the round-robin program cannot step them).
+
 ``num_workers=1`` is A2C (:mod:`jaxrl_par.algos.a2c`): one synchronous gradient per
 rollout of all envs, staleness 0.
 """
@@ -35,6 +40,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -44,7 +50,8 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, AsyncState, clipped_adam, round_robin_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
-from jaxrl_par.networks import ActorCritic, make_policy
+from jaxrl_par.envs import host
+from jaxrl_par.networks import ActorCritic, action_noise, make_policy
 from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.returns import GAE_METHODS
 from jaxrl_par.rollouts import env_action, policy_rollout
@@ -91,7 +98,10 @@ class Config(RolloutSchedule):
                                  "learning_rate"),
                  unit_interval=("gamma",),
                  non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
-        envs.check_env_id(self.env)
+        if host.is_host(self.env):
+            host.check_env_id(self.env)
+        else:
+            envs.check_env_id(self.env)
         if self.returns_method not in GAE_METHODS:
             raise ValueError(f"returns_method={self.returns_method!r}; choose from "
                              f"{GAE_METHODS}")
@@ -130,11 +140,12 @@ class Push:
 def make(config: Config) -> Algorithm:
     """Builds A3C's pure parts and its round-robin ``init``/``update`` for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the threaded workers
+    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
     network = cfg.actor_critic(spec)
     greedy = make_policy(network, deterministic=True)
     normalize_rewards = cfg.normalizes_rewards(spec)
-    env = envs.make(cfg.env, cfg.num_envs)
+    env = None if on_host else envs.make(cfg.env, cfg.num_envs)
 
     def optimizer(hp) -> optax.GradientTransformation:
         lr = hp.learning_rate
@@ -148,8 +159,8 @@ def make(config: Config) -> Algorithm:
         k_env, k_act = jax.random.split(key)
         reward_stats, discounted_return = init_reward_scaling(normalize_rewards,
                                                               cfg.num_envs)
-        return Worker(env.reset(jax.random.split(k_env, cfg.num_envs)), k_act,
-                      reward_stats, discounted_return)
+        env_state = None if on_host else env.reset(jax.random.split(k_env, cfg.num_envs))
+        return Worker(env_state, k_act, reward_stats, discounted_return)
 
     def init(key: jax.Array) -> AsyncState:
         k_params, k_workers = jax.random.split(key)
@@ -162,15 +173,9 @@ def make(config: Config) -> Algorithm:
             hparams=hyper.init(cfg),
         )
 
-    def worker(w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
-        """One worker's rollout and its gradient at the parameters it acted with."""
+    def learn(w: Worker, copy: Copy, traj: Trajectory, hparams) -> tuple[Worker, Push, dict]:
+        """The gradient of a worker's unrolls ``traj`` at the parameters that acted them."""
         hp = hyper.view(cfg, hparams)
-        key, k_roll = jax.random.split(w.key)
-        env_state, (obs, action, log_prob, ts) = policy_rollout(
-            env, lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
-            w.env_state, k_roll, cfg.num_envs, cfg.num_steps)
-        traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
-                          ts.final_obs, copy.version)
         reward_stats, discounted_return = w.reward_stats, w.discounted_return
         if normalize_rewards:
             reward, reward_stats, discounted_return = scale_rewards(
@@ -185,9 +190,19 @@ def make(config: Config) -> Algorithm:
                                   method=cfg.returns_method, off_policy_correction=False),
             has_aux=True)(flat)
         del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
-        metrics = {**info, **envs.episode_metrics(ts)}
-        return (Worker(env_state, key, reward_stats, discounted_return),
-                Push(gradient, copy.version), metrics)
+        return (w.replace(reward_stats=reward_stats, discounted_return=discounted_return),
+                Push(gradient, copy.version), info)
+
+    def worker(w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
+        """One worker's rollout and its gradient at the parameters it acted with."""
+        key, k_roll = jax.random.split(w.key)
+        env_state, (obs, action, log_prob, ts) = policy_rollout(
+            env, lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
+            w.env_state, k_roll, cfg.num_envs, cfg.num_steps)
+        traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
+                          ts.final_obs, copy.version)
+        w, push, info = learn(w.replace(env_state=env_state, key=key), copy, traj, hparams)
+        return w, push, {**info, **envs.episode_metrics(ts)}
 
     def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
         """The server's optimiser step with one push, and the push's staleness."""
@@ -202,7 +217,11 @@ def make(config: Config) -> Algorithm:
         del copy  # A3C pulls after every push
         return Copy(server.params, server.version)
 
-    parts = {"worker": worker, "apply": apply, "pull": pull}
+    if on_host:
+        parts = {"apply": apply, "pull": pull,
+                 **host_parts(cfg, spec, network, learn)}
+    else:
+        parts = {"worker": worker, "apply": apply, "pull": pull}
 
     def act(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The server's distribution's mode, as the env gets it."""
@@ -212,7 +231,7 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=round_robin_update(parts),
+        update=_host_update if on_host else round_robin_update(parts),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
@@ -228,3 +247,67 @@ class LossConstants:
     def __init__(self, hp):
         self.gamma, self.vf_coef, self.ent_coef = hp.gamma, hp.vf_coef, hp.ent_coef
         self.vtrace_lambda, self.rho_bar, self.c_bar = 1.0, 1.0, 1.0
+
+
+def _host_update(state):
+    raise ValueError("gymnasium envs step on the host, outside compiled programs: train "
+                     "with async_workers=True (CLI: --async-workers), whose worker threads "
+                     "step them")
+
+
+def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) -> dict:
+    """The parts of A3C's workers on host envs (:mod:`jaxrl_par.envs.host`), for the
+    threaded runtime (:mod:`jaxrl_par.parallel.async_workers`):
+
+    * ``host_envs(keys [S]) -> [S] HostVecEnv``: a worker's envs for each seed lane,
+      seeded from the lane's worker key;
+    * ``host_worker(envs, worker, copy, hparams) -> (worker, push, metrics)`` (leaves
+      ``[S, ...]``): ``num_steps`` steps of every env, each action from one compiled call
+      for all lanes, then one compiled gradient call, as the compiled ``worker`` does
+      with JAX envs.
+    """
+
+    def act(params, obs, key):
+        key, k_noise = jax.random.split(key)
+        dist = network.apply(params, obs, method=ActorCritic.actor)
+        noise = action_noise(k_noise, (obs.shape[0], spec.num_actions), spec.discrete)
+        action = dist.sample_with_noise(noise)
+        return action, dist.log_prob(action), env_action(spec, action), key
+
+    act_lanes = jax.jit(jax.vmap(act))
+    learn_lanes = jax.jit(jax.vmap(learn))
+
+    def host_envs(keys) -> list:
+        seeds = np.asarray(jax.random.key_data(keys)).reshape(len(keys), -1)[:, -1]
+        return [host.HostVecEnv(cfg.env, cfg.num_envs, int(s) & 0x7FFFFFFF) for s in seeds]
+
+    def host_worker(lanes: list, w: Worker, copy: Copy, hparams):
+        key = w.key
+        rows = {"obs": [], "action": [], "log_prob": [], "reward": [], "terminated": [],
+                "truncated": [], "final_obs": []}
+        returns, lengths, count = 0.0, 0.0, 0
+        for _ in range(cfg.num_steps):
+            obs = np.stack([lane.obs for lane in lanes])  # [S, N, ...]
+            action, log_prob, to_env, key = act_lanes(copy.params, obs, key)
+            to_env = np.asarray(to_env)
+            steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
+            for name in ("reward", "terminated", "truncated", "final_obs"):
+                rows[name].append(np.stack([st[name] for st in steps]))
+            rows["obs"].append(obs)
+            rows["action"].append(action)
+            rows["log_prob"].append(log_prob)
+            returns += np.stack([st["episode_return"] for st in steps]).sum(axis=1)
+            lengths += np.stack([st["episode_length"] for st in steps]).sum(axis=1)
+            count += np.stack([st["done"] for st in steps]).sum(axis=1)
+        time_major = {k: jnp.stack([jnp.asarray(x) for x in v], axis=1)
+                      for k, v in rows.items()}  # [S, T, N, ...]
+        traj = Trajectory(**time_major, version=copy.version)
+        w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
+        count = np.asarray(count, np.float32)
+        safe = np.maximum(count, 1.0)
+        episodes = {"episode_return": np.where(count > 0, returns / safe, np.nan),
+                    "episode_length": np.where(count > 0, lengths / safe, np.nan),
+                    "num_episodes": count}
+        return w, push, {**info, **{k: np.asarray(v, np.float32) for k, v in episodes.items()}}
+
+    return {"host_envs": host_envs, "host_worker": host_worker}

@@ -43,7 +43,9 @@ SCHEDULES = ("threads", "round_robin")
 
 def check_algorithm(algo: Algorithm) -> None:
     """A ``ValueError`` naming the fix unless ``algo`` has the asynchronous parts."""
-    missing = [p for p in ASYNC_PARTS if p not in algo.parts]
+    # workers on host envs give host_worker (stepped from Python) instead of worker
+    missing = [p for p in ASYNC_PARTS if p not in algo.parts
+               and not (p == "worker" and "host_worker" in algo.parts)]
     if missing or not hasattr(algo.config, "num_workers"):
         module = type(algo.config).__module__.rsplit(".", 1)[-1]
         raise ValueError(f"async_workers: {module} has no asynchronous workers (its parts "
@@ -92,6 +94,9 @@ class AsyncWorkers:
                                for k in range(self.num_workers)]
         #: The worker of each push the server applied in the last chunk, in order.
         self.last_order: list[int] = []
+        #: Each worker's host envs (``[S]`` :class:`~jaxrl_par.envs.host.HostVecEnv`),
+        #: for an algorithm on gymnasium envs; made at the first compile.
+        self.host_envs: list = []
 
     @property
     def concurrent(self) -> bool:
@@ -108,27 +113,38 @@ class AsyncWorkers:
             server, metrics = parts["apply"](server, push, hparams)
             return server, parts["pull"](server, copy), metrics
 
-        worker_fn = jax.jit(jax.vmap(parts["worker"], in_axes=(0, 0, hparams_axis)),
-                            donate_argnums=0)
         serve_fn = jax.jit(jax.vmap(serve, in_axes=(0, 0, 0, hparams_axis)),
                            donate_argnums=0)
         to = jax.device_put
-        # Compile ahead (the runner times it): one worker program per device, the server's.
-        example_worker = _worker_slice(state.workers, 0)
-        example_copy = _worker_slice(state.copies, 0)
-        workers_by_device = {}
-        for device in dict.fromkeys(self.worker_devices):
-            workers_by_device[device] = worker_fn.lower(
-                to(example_worker, device), to(example_copy, device),
-                to(state.hparams, device)).compile()
-        push_shape = jax.eval_shape(worker_fn, example_worker, example_copy, state.hparams)[1]
         server_device = self.learner_device
-        serve_program = serve_fn.lower(
-            to(state.server, server_device),
-            jax.tree.map(lambda s: jax.ShapeDtypeStruct(
-                s.shape, s.dtype, sharding=jax.sharding.SingleDeviceSharding(server_device)),
-                push_shape),
-            to(example_copy, server_device), to(state.hparams, server_device)).compile()
+        example_copy = _worker_slice(state.copies, 0)
+        on_host = "host_worker" in parts
+        if on_host:
+            # Each worker steps host envs of its own from its thread (made once per
+            # runtime, so episodes run on across chunks); the server's program compiles
+            # at the first push, whose shapes only the host worker knows.
+            if not self.host_envs:
+                self.host_envs = [parts["host_envs"](state.workers.key[:, k])
+                                  for k in range(num_workers)]
+            serve_program = serve_fn
+        else:
+            worker_fn = jax.jit(jax.vmap(parts["worker"], in_axes=(0, 0, hparams_axis)),
+                                donate_argnums=0)
+            # Compile ahead (the runner times it): a worker program per device, the server's.
+            example_worker = _worker_slice(state.workers, 0)
+            workers_by_device = {}
+            for device in dict.fromkeys(self.worker_devices):
+                workers_by_device[device] = worker_fn.lower(
+                    to(example_worker, device), to(example_copy, device),
+                    to(state.hparams, device)).compile()
+            push_shape = jax.eval_shape(worker_fn, example_worker, example_copy,
+                                        state.hparams)[1]
+            serve_program = serve_fn.lower(
+                to(state.server, server_device),
+                jax.tree.map(lambda s: jax.ShapeDtypeStruct(
+                    s.shape, s.dtype,
+                    sharding=jax.sharding.SingleDeviceSharding(server_device)), push_shape),
+                to(example_copy, server_device), to(state.hparams, server_device)).compile()
         num_updates = self.algo.num_updates
         schedule = self.schedule
 
@@ -192,8 +208,12 @@ class AsyncWorkers:
                 nonlocal server
                 mine = own[k]
                 device = self.worker_devices[k]
-                mine["worker"], pushed, worker_metrics = workers_by_device[device](
-                    mine["worker"], mine["copy"], mine["hparams"])
+                if on_host:
+                    mine["worker"], pushed, worker_metrics = parts["host_worker"](
+                        self.host_envs[k], mine["worker"], mine["copy"], mine["hparams"])
+                else:
+                    mine["worker"], pushed, worker_metrics = workers_by_device[device](
+                        mine["worker"], mine["copy"], mine["hparams"])
                 if schedule == "threads":  # a thread pushes a finished gradient
                     pushed = jax.block_until_ready(pushed)
                 remote = device != server_device

@@ -1,0 +1,139 @@
+"""Environments stepped on the host: gymnasium, for simulators that are not JAX.
+
+An id ``"gymnasium:<id>"`` (e.g. ``"gymnasium:CartPole-v1"``, or any id registered with
+``gymnasium.register``) names ``num_envs`` copies of ``gymnasium.make(<id>)`` that
+:class:`HostVecEnv` steps in a Python loop, with the semantics of the JAX envs
+(:class:`jaxrl_par.envs.VecEnv`): auto-reset, ``terminated`` and ``truncated`` apart,
+the observation an episode ended on kept as ``final_obs`` (the bootstrap of a truncated
+episode), and each finished episode's return and length. They cannot run inside a
+compiled program, so only runtimes that act from Python take them: A3C's threaded
+workers (``a3c.Config(env="gymnasium:CartPole-v1")`` with
+``train(..., async_workers=True)``), where each worker steps its own envs in its thread
+between the compiled policy and gradient calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+PREFIX = "gymnasium:"
+
+
+def is_host(env_id: str) -> bool:
+    """Whether ``env_id`` names host envs (``"gymnasium:..."``)."""
+    return isinstance(env_id, str) and env_id.startswith(PREFIX)
+
+
+def _gymnasium():
+    try:
+        import gymnasium
+    except ImportError as e:  # pragma: no cover - gymnax depends on gymnasium
+        raise ImportError("host envs need gymnasium: pip install gymnasium") from e
+    return gymnasium
+
+
+def check_env_id(env_id: str) -> None:
+    """``ValueError`` naming close ids unless gymnasium knows ``env_id``'s id."""
+    import difflib
+
+    gym = _gymnasium()
+    name = env_id[len(PREFIX):]
+    if name in gym.registry:
+        return
+    close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
+    raise ValueError(f"unknown gymnasium environment {name!r} in {env_id!r}; closest "
+                     f"gymnasium ids: {', '.join(close) or 'none close'}")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSpec:
+    """What networks and action clipping need to know of a host env (the attributes of
+    :class:`jaxrl_par.envs.VecEnv` they read)."""
+
+    env_id: str
+    observation_shape: tuple[int, ...]
+    observation_dtype: Any
+    discrete: bool
+    num_actions: int
+    action_bounds: tuple[np.ndarray, np.ndarray] | None
+
+
+def spec(env_id: str) -> HostSpec:
+    """The :class:`HostSpec` of ``"gymnasium:<id>"``, from one env's spaces."""
+    check_env_id(env_id)
+    gym = _gymnasium()
+    env = gym.make(env_id[len(PREFIX):])
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+    finally:
+        env.close()
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(  # noqa: TRY004 (a config error, as every other)
+            f"{env_id}: observations must be a Box (an array), got {obs_space}")
+    if isinstance(act_space, gym.spaces.Discrete):
+        return HostSpec(env_id, tuple(obs_space.shape), np.dtype(np.float32), True,
+                        int(act_space.n), None)
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        bounds = (act_space.low.astype(np.float32), act_space.high.astype(np.float32))
+        return HostSpec(env_id, tuple(obs_space.shape), np.dtype(np.float32), False,
+                        int(act_space.shape[0]), bounds)
+    raise ValueError(f"{env_id}: actions must be Discrete or a 1-d Box, got {act_space}")
+
+
+class HostVecEnv:
+    """``num_envs`` gymnasium envs stepped one after another, auto-resetting.
+
+    Args:
+      env_id: ``"gymnasium:<id>"``.
+      num_envs: copies; env ``i`` is first reset with seed ``seed + i``.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, seed: int):
+        self.spec = spec(env_id)
+        gym = _gymnasium()
+        self.envs = [gym.make(env_id[len(PREFIX):]) for _ in range(num_envs)]
+        self.obs = np.stack([np.asarray(env.reset(seed=seed + i)[0], np.float32)
+                             for i, env in enumerate(self.envs)])
+        self.episode_return = np.zeros(num_envs, np.float32)
+        self.episode_length = np.zeros(num_envs, np.int32)
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.envs)
+
+    def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
+        """Steps every env with its action and resets those whose episode ended.
+
+        Returns ``[N]`` arrays ``reward``, ``terminated``, ``truncated``, ``done`` and, for
+        the episodes that ended, ``episode_return`` and ``episode_length`` (0 elsewhere),
+        and ``final_obs [N, ...]`` (the observation the step reached, before a reset);
+        ``self.obs`` is then what each env observes next.
+        """
+        n = self.num_envs
+        out = {"reward": np.zeros(n, np.float32), "terminated": np.zeros(n, bool),
+               "truncated": np.zeros(n, bool), "final_obs": np.empty_like(self.obs)}
+        next_obs = np.empty_like(self.obs)
+        for i, env in enumerate(self.envs):
+            action = actions[i].item() if self.spec.discrete else actions[i]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            out["reward"][i], out["terminated"][i], out["truncated"][i] = (
+                reward, terminated, truncated)
+            out["final_obs"][i] = obs
+            next_obs[i] = env.reset()[0] if terminated or truncated else obs
+        self.episode_return += out["reward"]
+        self.episode_length += 1
+        done = out["terminated"] | out["truncated"]
+        out["done"] = done
+        out["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
+        out["episode_length"] = np.where(done, self.episode_length, 0).astype(np.int32)
+        self.episode_return[done] = 0.0
+        self.episode_length[done] = 0
+        self.obs = next_obs
+        return out
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
