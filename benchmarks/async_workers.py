@@ -14,7 +14,9 @@ env-step budget with several seeds as one vmapped batch:
 * ``*-threads-Ndev``: the threads on N CPU devices, worker ``k`` on device ``k mod N``
   (this script asks XLA for N host devices before jax starts; the single-device cases
   use the first);
-* ``ppo`` / ``dqn``: the synchronous (serial) references with their defaults.
+* ``ppo`` / ``dqn``: the synchronous (serial) references with their defaults;
+* ``a3c-threads-gymnasium`` (``--host``): A3C's threads on one device stepping
+  ``gymnasium:<env>`` from Python (:mod:`jaxrl_par.envs.host`).
 
 Reported: final return (mean +- std over seeds, first repeat), training env steps/s
 (median over repeats), compile seconds (first build), and the staleness measured by
@@ -40,6 +42,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--budget", type=int, default=500_000)
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--quick", action="store_true", help="1/10 of the budget, 1 repeat")
+    p.add_argument("--host", action="store_true",
+                   help="actor-critic family: also A3C's threads on gymnasium's env (host)")
     p.add_argument("--out", default=None,
                    help="default: results/async_workers_<family>.json")
     args = p.parse_args()
@@ -78,6 +82,10 @@ def cases(env: str, budget: int) -> dict:
             "ppo": (ppo.make(ppo.Config(env=env, total_timesteps=budget)), {}),
             "a2c": (a2c.make(a2c.Config(env=env, total_timesteps=budget)), {})}
         algo = a3c.make(a3c.Config(env=env, total_timesteps=budget))
+        if ARGS.host:  # the same workers stepping gymnasium's env from Python
+            gym_algo = a3c.make(a3c.Config(env=f"gymnasium:{env}", total_timesteps=budget))
+            reference["a3c-threads-gymnasium"] = (
+                gym_algo, {"async_workers": AsyncWorkers(gym_algo, devices[:1])})
     return {
         **reference,
         name: (algo, {}),
