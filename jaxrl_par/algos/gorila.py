@@ -38,7 +38,7 @@ from jaxrl_par.algos.base import (
     combine_worker_metrics,
     round_robin_update,
 )
-from jaxrl_par.algos.config import validate
+from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import act_steps, check_q_config, example_transition, to_transitions
 from jaxrl_par.exploration import linear_epsilon
@@ -46,7 +46,7 @@ from jaxrl_par.qlearning import NStepCarry, init_nstep_carry, q_loss
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(ReplaySchedule):
     """Gorila hyperparameters. Defaults: DQN's (PureJaxRL's CartPole settings: a gradient
     of 128 per 10 env steps, target copy every 50 gradients), over 4 bundles of 2 envs.
     They solve CartPole-v1 within 5e5 env steps."""
@@ -87,18 +87,9 @@ class Config:
 
     @property
     def env_steps_per_update(self) -> int:
-        """One push of every bundle."""
+        """One push of every bundle (``num_updates`` and ``warmup_updates``, the updates
+        in which the bundles only act, follow from it as for DQN)."""
         return self.num_workers * self.env_steps_per_push
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.env_steps_per_update
-
-    @property
-    def warmup_updates(self) -> int:
-        """Updates that end before ``learning_starts``: the bundles only act."""
-        ending_at_or_past = -(-self.learning_starts // self.env_steps_per_update)
-        return max(0, min(self.num_updates, ending_at_or_past - 1))
 
     def __post_init__(self):
         hyper.check_sweep(self)
