@@ -387,6 +387,10 @@ def cmd_train(args) -> int:
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
     }
+    staleness = result.metrics.get("staleness")
+    if staleness is not None and staleness.size:  # asynchronous workers (a3c, gorila)
+        summary["mean_staleness"] = float(np.mean(staleness))
+        summary["max_staleness"] = float(np.max(result.metrics["max_staleness"]))
     stop_signal = signal.Signals(result.stop_signal or signal.SIGINT)  # read if interrupted
     finished_before = not result.updates_run and not result.interrupted  # a --resume
     if finished_before:
@@ -409,6 +413,9 @@ def cmd_train(args) -> int:
              else "already finished, nothing trained")
     final = (f"final return {summary['final_return']:.1f} +- {summary['final_return_std']:.1f}"
              if finals.size else "no episode finished yet (train longer for a final return)")
+    if "mean_staleness" in summary:
+        final += (f", staleness {summary['mean_staleness']:.2f} pushes (max "
+                  f"{summary['max_staleness']:.0f})")
     print(
         f"{args.algo} on {cfg.env}: {env_steps:,} steps x {len(seeds)} seed(s), {final}"
         f"{greedy}, {speed}",

@@ -184,6 +184,7 @@ def test_cli_trains_a3c_with_threads(capsys, tmp_path):
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["algo"] == "a3c" and summary["env_steps"] == 6400
+    assert summary["mean_staleness"] > 0 and summary["max_staleness"] >= 3
     rows = [json.loads(line)
             for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 6400 // 256
