@@ -190,3 +190,29 @@ def test_cli_trains_a3c_with_threads(capsys, tmp_path):
     assert len(rows) == 6400 // 256
     # threads that interleave at all: some push lands after the 3 others' (first round)
     assert max(row["max_staleness"][0] for row in rows) >= 3
+
+
+@pytest.mark.parametrize("module", ["a3c", "gorila"])
+def test_a_killed_threaded_run_resumes_as_if_never_stopped(module, tmp_path):
+    """The runtime in the round-robin order, killed after its second of 4 chunks (Gorila's
+    first chunks in its warm-up) and resumed from the log dir by a new runtime: the
+    state and every metric row of one run that never stopped."""
+    from killed import train_killed_after
+
+    from jaxrl_par.algos import gorila
+
+    algo = (a3c.make(a3c.Config(**TINY)) if module == "a3c" else gorila.make(gorila.Config(
+        num_workers=3, num_envs=2, num_steps=4, total_timesteps=24 * 12,
+        learning_starts=24 * 4, batch_size=16, buffer_size=64, hidden_sizes=(8,))))
+    runtime = lambda: AsyncWorkers(algo, schedule="round_robin")
+    log_dir = str(tmp_path / "run")
+    train_killed_after(algo.num_updates // 2, algo, [0, 1], num_chunks=4, progress=False,
+                       log_dir=log_dir, async_workers=runtime())
+    resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log_dir,
+                    resume=True, async_workers=runtime())
+    whole = train(algo, [0, 1], num_chunks=4, progress=False, async_workers=runtime())
+    assert 0 < resumed.updates_run < algo.num_updates
+    for a, b in zip(_leaves(resumed.state), _leaves(whole.state)):
+        np.testing.assert_array_equal(a, b)
+    for name, values in whole.metrics.items():
+        np.testing.assert_allclose(resumed.metrics[name], values, rtol=1e-6, err_msg=name)
