@@ -105,6 +105,10 @@ def test_spec_and_errors():
     np.testing.assert_array_equal(spec.action_bounds[1], [2.0])
     with pytest.raises(ValueError, match="closest gymnasium ids: CartPole-v1"):
         a3c.Config(env="gymnasium:CartPole-v9")
+    from jaxrl_par.algos import ppo
+
+    with pytest.raises(ValueError, match="train a3c or gorila on it with async_workers"):
+        ppo.make(ppo.Config(env="gymnasium:CartPole-v1"))
 
 
 def test_a3c_on_host_envs_needs_the_threaded_runtime():
@@ -157,3 +161,25 @@ def test_round_robin_on_host_envs_is_reproducible():
     for a, b in zip(leaves(runs[0]), leaves(runs[1])):
         np.testing.assert_array_equal(a, b)
     assert not all(np.array_equal(a, b) for a, b in zip(leaves(runs[0]), leaves(runs[2])))
+
+
+GORILA_PROBE = {"num_workers": 2, "num_envs": 4, "num_steps": 4, "total_timesteps": 6_400,
+                "learning_starts": 161, "batch_size": 32, "buffer_size": 2_000,
+                "learning_rate": 3e-3, "hidden_sizes": (16,), "target_update_period": 10,
+                "exploration_fraction": 0.3}
+
+
+def test_gorila_on_host_envs_warms_up_then_learns_the_policy_probe():
+    """Gorila's bundles on host envs: the warm-up updates (5 here, in the first chunk of 4
+    and the second) store without pushing, then the bundles learn ObsAction from their
+    own replays: greedy return 1 in every evaluation episode."""
+    from jaxrl_par.algos import gorila
+
+    cfg = gorila.Config(env="gymnasium:jaxrl_par_test/ObsAction-v0", **GORILA_PROBE)
+    assert cfg.warmup_updates == 5
+    algo = gorila.make(cfg)
+    result = train(algo, [0, 1], progress=False, num_chunks=cfg.num_updates // 4,
+                   async_workers=True)
+    assert np.all(result.metrics["loss"][:, :5] == 0) and np.all(result.metrics["loss"][:, 5:] > 0)
+    assert int(result.state.server.version[0]) == 2 * (cfg.num_updates - 5)
+    np.testing.assert_array_equal(greedy_returns(algo, result.state, num_envs=8), [1.0, 1.0])

@@ -98,10 +98,7 @@ class Config(RolloutSchedule):
                                  "learning_rate"),
                  unit_interval=("gamma",),
                  non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
-        if host.is_host(self.env):
-            host.check_env_id(self.env)
-        else:
-            envs.check_env_id(self.env)
+        envs.check_env_id(self.env)
         if self.returns_method not in GAE_METHODS:
             raise ValueError(f"returns_method={self.returns_method!r}; choose from "
                              f"{GAE_METHODS}")
@@ -231,7 +228,7 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=_host_update if on_host else round_robin_update(parts),
+        update=host.compiled_update if on_host else round_robin_update(parts),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
@@ -247,12 +244,6 @@ class LossConstants:
     def __init__(self, hp):
         self.gamma, self.vf_coef, self.ent_coef = hp.gamma, hp.vf_coef, hp.ent_coef
         self.vtrace_lambda, self.rho_bar, self.c_bar = 1.0, 1.0, 1.0
-
-
-def _host_update(state):
-    raise ValueError("gymnasium envs step on the host, outside compiled programs: train "
-                     "with async_workers=True (CLI: --async-workers), whose worker threads "
-                     "step them")
 
 
 def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) -> dict:
@@ -278,36 +269,28 @@ def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) ->
     learn_lanes = jax.jit(jax.vmap(learn))
 
     def host_envs(keys) -> list:
-        seeds = np.asarray(jax.random.key_data(keys)).reshape(len(keys), -1)[:, -1]
-        return [host.HostVecEnv(cfg.env, cfg.num_envs, int(s) & 0x7FFFFFFF) for s in seeds]
+        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
 
     def host_worker(lanes: list, w: Worker, copy: Copy, hparams):
         key = w.key
         rows = {"obs": [], "action": [], "log_prob": [], "reward": [], "terminated": [],
                 "truncated": [], "final_obs": []}
-        returns, lengths, count = 0.0, 0.0, 0
+        episodes = host.EpisodeTotals(len(lanes))
         for _ in range(cfg.num_steps):
             obs = np.stack([lane.obs for lane in lanes])  # [S, N, ...]
             action, log_prob, to_env, key = act_lanes(copy.params, obs, key)
             to_env = np.asarray(to_env)
             steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
+            episodes.add(steps)
             for name in ("reward", "terminated", "truncated", "final_obs"):
                 rows[name].append(np.stack([st[name] for st in steps]))
             rows["obs"].append(obs)
             rows["action"].append(action)
             rows["log_prob"].append(log_prob)
-            returns += np.stack([st["episode_return"] for st in steps]).sum(axis=1)
-            lengths += np.stack([st["episode_length"] for st in steps]).sum(axis=1)
-            count += np.stack([st["done"] for st in steps]).sum(axis=1)
         time_major = {k: jnp.stack([jnp.asarray(x) for x in v], axis=1)
                       for k, v in rows.items()}  # [S, T, N, ...]
         traj = Trajectory(**time_major, version=copy.version)
         w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
-        count = np.asarray(count, np.float32)
-        safe = np.maximum(count, 1.0)
-        episodes = {"episode_return": np.where(count > 0, returns / safe, np.nan),
-                    "episode_length": np.where(count > 0, lengths / safe, np.nan),
-                    "num_episodes": count}
-        return w, push, {**info, **{k: np.asarray(v, np.float32) for k, v in episodes.items()}}
+        return w, push, {**info, **episodes.metrics()}
 
     return {"host_envs": host_envs, "host_worker": host_worker}

@@ -16,6 +16,11 @@ deterministic, vmappable) or as host threads (``train(..., async_workers=True)``
 :mod:`jaxrl_par.parallel.async_workers`). Before ``learning_starts`` env steps (all
 bundles together) the bundles only act (``Algorithm.warmup_updates``), so every bundle's
 replay holds a batch when the first gradient is taken.
+
+With ``env="gymnasium:<id>"`` (:mod:`jaxrl_par.envs.host`) each threaded bundle steps
+gymnasium envs of its own from Python (warm-up included), between one compiled
+epsilon-greedy call per step and one compiled call that stores the steps and takes the
+gradient; only with ``async_workers``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -41,6 +47,7 @@ from jaxrl_par.algos.base import (
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import act_steps, check_q_config, example_transition, to_transitions
+from jaxrl_par.envs import host
 from jaxrl_par.exploration import linear_epsilon
 from jaxrl_par.qlearning import NStepCarry, init_nstep_carry, q_loss
 
@@ -147,10 +154,11 @@ class Push:
 def make(config: Config) -> Algorithm:
     """Builds Gorila's pure parts and its round-robin ``init``/``update``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the threaded workers
+    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
-    env = envs.make(cfg.env, cfg.num_envs)
+    env = None if on_host else envs.make(cfg.env, cfg.num_envs)
     buf = replay.uniform(cfg.buffer_size)
     # each bundle decays over its share of the run's steps
     decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps) // cfg.num_workers
@@ -163,7 +171,7 @@ def make(config: Config) -> Algorithm:
     def init_bundle(key: jax.Array) -> Bundle:
         k_env, k_run = jax.random.split(key)
         return Bundle(
-            env_state=env.reset(jax.random.split(k_env, cfg.num_envs)),
+            env_state=None if on_host else env.reset(jax.random.split(k_env, cfg.num_envs)),
             nstep_carry=init_nstep_carry(cfg.n_step, cfg.num_envs, spec.observation_shape,
                                          spec.observation_dtype),
             buffer=buf.init(example_transition(spec.observation_shape,
@@ -180,31 +188,43 @@ def make(config: Config) -> Algorithm:
             copies=jax.tree.map(stack, Copy(params, params, jnp.int32(0))),
             hparams=hyper.init(cfg))
 
+    def store(b: Bundle, key, env_state, steps: NStepCarry, hp) -> Bundle:
+        """The bundle after its steps ``steps`` (``[T, N]``): their n-step transitions in
+        its replay, its key and env-step count moved on."""
+        carry, transitions = to_transitions(b.nstep_carry, steps, hp.gamma, cfg.n_step,
+                                            b.env_steps)
+        return Bundle(env_state, carry, buf.add(b.buffer, transitions), key,
+                      b.env_steps + cfg.env_steps_per_push)
+
+    def epsilon_of(b: Bundle, hp) -> jax.Array:
+        return linear_epsilon(b.env_steps, hp.epsilon_start, hp.epsilon_end, decay_steps)
+
     def act(b: Bundle, copy: Copy, hp) -> tuple[Bundle, jax.Array, dict]:
         """A bundle's acting and storing; returns its sampling key too."""
         key, k_act, k_sample = jax.random.split(b.key, 3)
-        epsilon = linear_epsilon(b.env_steps, hp.epsilon_start, hp.epsilon_end, decay_steps)
+        epsilon = epsilon_of(b, hp)
         env_state, steps, ts = act_steps(
             env, q_fn, copy.params, b.env_state, k_act, epsilon, cfg.num_steps,
             lambda k: jax.random.split(k, (cfg.num_steps, cfg.num_envs)))
-        carry, transitions = to_transitions(b.nstep_carry, steps, hp.gamma, cfg.n_step,
-                                            b.env_steps)
-        bundle = Bundle(env_state, carry, buf.add(b.buffer, transitions), key,
-                        b.env_steps + cfg.env_steps_per_push)
+        bundle = store(b, key, env_state, steps, hp)
         return bundle, k_sample, {"epsilon": epsilon, **envs.episode_metrics(ts)}
+
+    def gradient(b: Bundle, copy: Copy, k_sample, hp) -> tuple[Push, dict]:
+        """The Q-learning gradient of a batch of the bundle's replay at its copy."""
+        sample = buf.sample(b.buffer, k_sample, cfg.batch_size)
+        flat, unravel = ravel_pytree(copy.params)
+        (loss, aux), grad = jax.value_and_grad(
+            lambda f: q_loss(unravel(f), copy.target_params, q_fn, sample.transitions,
+                             jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
+                             hp.huber_delta), has_aux=True)(flat)
+        return Push(grad, copy.version), {"loss": loss, "q_mean": aux["q_mean"]}
 
     def worker(b: Bundle, copy: Copy, hparams) -> tuple[Bundle, Push, dict]:
         """One bundle's acting, storing, and gradient at its copy."""
         hp = hyper.view(cfg, hparams)
         b, k_sample, metrics = act(b, copy, hp)
-        sample = buf.sample(b.buffer, k_sample, cfg.batch_size)
-        flat, unravel = ravel_pytree(copy.params)
-        (loss, aux), gradient = jax.value_and_grad(
-            lambda f: q_loss(unravel(f), copy.target_params, q_fn, sample.transitions,
-                             jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
-                             hp.huber_delta), has_aux=True)(flat)
-        return b, Push(gradient, copy.version), {"loss": loss, "q_mean": aux["q_mean"],
-                                                  **metrics}
+        push, info = gradient(b, copy, k_sample, hp)
+        return b, push, {**info, **metrics}
 
     def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
         """The server's Adam step with one push; the target network every
@@ -237,7 +257,11 @@ def make(config: Config) -> Algorithm:
                    "max_staleness": zero}
         return state.replace(workers=workers), combine_worker_metrics(metrics)
 
-    parts = {"worker": worker, "apply": apply, "pull": pull, "warmup": warmup}
+    if on_host:
+        parts = {"apply": apply, "pull": pull,
+                 **_host_parts(cfg, spec, q_fn, store, gradient, epsilon_of)}
+    else:
+        parts = {"worker": worker, "apply": apply, "pull": pull, "warmup": warmup}
 
     def greedy(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key
@@ -246,7 +270,7 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=round_robin_update(parts),
+        update=host.compiled_update if on_host else round_robin_update(parts),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=greedy,
@@ -254,3 +278,71 @@ def make(config: Config) -> Algorithm:
         hyperparams=cfg.sweep,
         warmup_updates=cfg.warmup_updates,
     )
+
+
+def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
+    """The parts of Gorila's bundles on host envs (:mod:`jaxrl_par.envs.host`), for the
+    threaded runtime: ``host_envs``, ``host_worker`` (as A3C's: ``num_steps`` host steps
+    of every env, each action from one compiled call for all lanes, then one compiled
+    call that stores and takes the gradient) and ``host_warmup(envs, bundle, copy,
+    hparams) -> (bundle, metrics)``, the same acting and storing without a push."""
+
+    def begin(b, hparams):
+        hp = hyper.view(cfg, hparams)
+        key, k_act, k_sample = jax.random.split(b.key, 3)
+        return key, k_act, k_sample, epsilon_of(b, hp)
+
+    def act(params, obs, key, epsilon):
+        key, k_u, k_a = jax.random.split(key, 3)
+        n = obs.shape[0]
+        explore = jax.random.uniform(k_u, (n,)) < epsilon
+        random_action = jax.random.randint(k_a, (n,), 0, spec.num_actions)
+        greedy = jnp.argmax(q_fn(params, obs), axis=-1)
+        return jnp.where(explore, random_action, greedy).astype(jnp.int32), key
+
+    def learn(b, key, k_sample, steps, copy, hparams):
+        hp = hyper.view(cfg, hparams)
+        b = store(b, key, None, steps, hp)
+        push, info = gradient(b, copy, k_sample, hp)
+        return b, push, info
+
+    begin_lanes, act_lanes = jax.jit(jax.vmap(begin)), jax.jit(jax.vmap(act))
+    learn_lanes = jax.jit(jax.vmap(learn))
+    store_lanes = jax.jit(jax.vmap(
+        lambda b, key, steps, hparams: store(b, key, None, steps, hyper.view(cfg, hparams))))
+
+    def play(lanes, b, copy, hparams):
+        key, k_act, k_sample, epsilon = begin_lanes(b, hparams)
+        rows = {f: [] for f in NStepCarry._fields if f != "valid"}
+        episodes = host.EpisodeTotals(len(lanes))
+        for _ in range(cfg.num_steps):
+            obs = np.stack([lane.obs for lane in lanes])
+            action, k_act = act_lanes(copy.params, obs, k_act, epsilon)
+            action_np = np.asarray(action)
+            steps = [lane.step(action_np[s]) for s, lane in enumerate(lanes)]
+            episodes.add(steps)
+            rows["obs_tm1"].append(obs)
+            rows["action"].append(action_np)
+            rows["obs_t"].append(np.stack([lane.obs for lane in lanes]))
+            for f in ("reward", "terminated", "truncated", "final_obs"):
+                rows[f].append(np.stack([st[f] for st in steps]))
+        steps = NStepCarry(**{f: jnp.stack([jnp.asarray(x) for x in v], axis=1)
+                              for f, v in rows.items()},
+                           valid=jnp.ones((len(lanes), cfg.num_steps, cfg.num_envs), bool))
+        return key, k_sample, steps, {"epsilon": np.asarray(epsilon), **episodes.metrics()}
+
+    def host_worker(lanes, b, copy, hparams):
+        key, k_sample, steps, metrics = play(lanes, b, copy, hparams)
+        b, push, info = learn_lanes(b, key, k_sample, steps, copy, hparams)
+        return b, push, {**info, **metrics}
+
+    def host_warmup(lanes, b, copy, hparams):
+        key, _, steps, metrics = play(lanes, b, copy, hparams)
+        zero = np.zeros(len(lanes), np.float32)
+        return store_lanes(b, key, steps, hparams), {"loss": zero, "q_mean": zero, **metrics}
+
+    def host_envs(keys) -> list:
+        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
+
+    return {"host_envs": host_envs, "host_worker": host_worker, "host_warmup": host_warmup}
+

@@ -137,3 +137,47 @@ class HostVecEnv:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def lane_seeds(keys) -> list[int]:
+    """A gymnasium seed per seed lane from its ``[S]`` JAX keys (a worker's), so a lane's
+    host envs are seeded by the run's seed."""
+    import jax
+
+    data = np.asarray(jax.random.key_data(keys)).reshape(len(keys), -1)
+    return [int(x) & 0x7FFFFFFF for x in data[:, -1]]
+
+
+class EpisodeTotals:
+    """The episodes that finished during a worker's steps, per seed lane: what
+    :func:`jaxrl_par.envs.episode_metrics` reports for JAX envs."""
+
+    def __init__(self, lanes: int):
+        self.returns = np.zeros(lanes)
+        self.lengths = np.zeros(lanes)
+        self.count = np.zeros(lanes)
+
+    def add(self, steps: list[dict[str, np.ndarray]]) -> None:
+        """One :meth:`HostVecEnv.step` result per lane."""
+        self.returns += [st["episode_return"].sum() for st in steps]
+        self.lengths += [st["episode_length"].sum() for st in steps]
+        self.count += [st["done"].sum() for st in steps]
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """float32 ``[S]`` ``episode_return``, ``episode_length`` (NaN where none
+        finished) and ``num_episodes``."""
+        safe = np.maximum(self.count, 1.0)
+        finished = self.count > 0
+        out = {"episode_return": np.where(finished, self.returns / safe, np.nan),
+               "episode_length": np.where(finished, self.lengths / safe, np.nan),
+               "num_episodes": self.count}
+        return {k: v.astype(np.float32) for k, v in out.items()}
+
+
+def compiled_update(state):
+    """The ``update`` of an algorithm on host envs: they cannot step inside a compiled
+    program, so this raises (when the runner traces it, before anything compiles) with
+    the fix."""
+    raise ValueError("gymnasium envs step on the host, outside compiled programs: train "
+                     "with async_workers=True (CLI: --async-workers), whose worker threads "
+                     "step them")

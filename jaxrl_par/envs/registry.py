@@ -11,6 +11,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par.envs import host
 from jaxrl_par.envs.core import VecEnv
 from jaxrl_par.envs.probes import PROBES
 
@@ -63,8 +64,12 @@ for _id, _cls in PROBES.items():
 
 
 def check_env_id(env_id: str) -> None:
-    """Raises ``ValueError`` naming the closest known ids if ``env_id`` is unknown."""
+    """Raises ``ValueError`` naming the closest known ids if ``env_id`` is unknown
+    (``"gymnasium:<id>"``: unknown to gymnasium; see :mod:`jaxrl_par.envs.host`)."""
     if env_id in _REGISTRY:
+        return
+    if host.is_host(env_id):
+        host.check_env_id(env_id)
         return
     lowered = {k.lower(): k for k in _REGISTRY}
     close = difflib.get_close_matches(env_id.lower(), list(lowered), n=5, cutoff=0.4)
@@ -85,6 +90,10 @@ def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
         ``max_steps_in_episode=200``.
     """
     check_env_id(env_id)
+    if host.is_host(env_id):
+        raise ValueError(f"{env_id} is stepped on the host (gymnasium), not inside a "
+                         "compiled program: train a3c or gorila on it with async_workers=True "
+                         "(CLI: --async-workers)")
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     # Built with concrete values even when called inside a trace (an algorithm's init

@@ -148,7 +148,9 @@ class AsyncWorkers:
         num_updates = self.algo.num_updates
         schedule = self.schedule
 
-        warmup_updates = self.algo.warmup_updates if "warmup" in parts else 0
+        warm_part = "host_warmup" if on_host else "warmup"
+        warmup_updates = self.algo.warmup_updates if warm_part in parts else 0
+
         def warm_program(length: int):
             """``length`` warm-up updates (no pushes) as one scanned program."""
             scan = lambda s: jax.lax.scan(lambda s, _: parts["warmup"](s), s, None,
@@ -156,11 +158,36 @@ class AsyncWorkers:
             return jax.jit(jax.vmap(scan), donate_argnums=0)
 
         warm_programs = {}
-        if warmup_updates:  # compiled here, so the runner counts it as compile time
+        if warmup_updates and not on_host:  # compiled here: the runner counts it as such
             first = min(chunk_updates, warmup_updates)
             warm_programs[first] = warm_program(first).lower(state).compile()
 
+        def warm_host(state, length):
+            """``length`` warm-up updates on host envs: each worker in turn acts and
+            stores, with no push."""
+            workers = [_worker_slice(state.workers, k) for k in range(num_workers)]
+            copies = [_worker_slice(state.copies, k) for k in range(num_workers)]
+            rows = []
+            for _ in range(length):
+                update = []
+                for k in range(num_workers):
+                    workers[k], metrics = parts["host_warmup"](
+                        self.host_envs[k], workers[k], copies[k], state.hparams)
+                    update.append(metrics)
+                rows.append({name: np.stack([np.asarray(m[name]) for m in update])
+                             for name in update[0]})  # [K, S]
+            stacked = {name: np.stack([r[name] for r in rows], axis=1)  # [K, length, S]
+                       for name in rows[0]}
+            zero = np.zeros_like(stacked["loss"], np.float32)
+            stacked.update(staleness=zero, max_staleness=zero)
+            combined = combine_worker_metrics(stacked)  # [length, S]
+            state = state.replace(workers=jax.tree.map(
+                lambda *xs: jnp.stack(xs, axis=1), *workers))
+            return state, {k: np.asarray(v).T for k, v in combined.items()}
+
         def warm(state, length):
+            if on_host:
+                return warm_host(state, length)
             if length not in warm_programs:
                 warm_programs[length] = warm_program(length)
             state, metrics = warm_programs[length](state)
