@@ -134,6 +134,7 @@ def test_cli_list(capsys, monkeypatch):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ppo" in out and "CartPole-v1" in out and "Breakout-MinAtar" in out
+    assert "gymnasium:<id>" in out and "gorila" in out
     # --details builds each env (a stand-in list here: building all takes seconds).
     from jaxrl_par import envs
 
