@@ -519,8 +519,8 @@ def cmd_list(args) -> int:
     print("environments:" + ("" if args.details else " (--details: actions and observations)"))
     for env_id in envs.list_envs():
         print(f"  {env_id:26s} {_env_details(env_id)}" if args.details else f"  {env_id}")
-    print("  gymnasium:<id>             any gymnasium env, stepped on the host by a3c's or "
-          "gorila's --async-workers threads")
+    print("  gymnasium:<id>             any gymnasium env, stepped on the host: a3c and "
+          "gorila with --async-workers, impala with --actor-learner")
     return 0
 
 

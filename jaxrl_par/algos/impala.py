@@ -26,6 +26,10 @@ with the same numbers. Each trajectory is then at least one learner step old. Wi
 ``pipeline=False`` an update acts and then learns from what it acted; with
 ``actor_sync_period=1`` that is on-policy (lag 0, an A2C with V-trace's targets).
 
+With ``env="gymnasium:<id>"`` (:mod:`jaxrl_par.envs.host`) the actors step gymnasium
+envs from Python in the actor-learner runtime (``train(..., actor_learner=True)``)
+while the learner's program runs: Sebulba's layout for simulators that are not JAX.
+
 With ``axis_name`` set (data parallelism), each device acts its share of the envs with
 the global batch's randomness, minibatch ``m`` is the union of the shards' minibatches
 ``m``, and gradients and metrics are averaged over the axis, so N devices train as one.
@@ -38,6 +42,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -47,7 +52,8 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
-from jaxrl_par.networks import ActorCritic, make_policy
+from jaxrl_par.envs import host
+from jaxrl_par.networks import ActorCritic, action_noise, make_policy
 from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.returns import GAE_METHODS
 from jaxrl_par.rollouts import env_action, policy_rollout
@@ -101,6 +107,11 @@ class Config(RolloutSchedule):
                  unit_interval=("gamma", "vtrace_lambda"),
                  non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
         envs.check_env_id(self.env)
+        if host.is_host(self.env) and not (self.pipeline and self.axis_name is None):
+            raise ValueError(f"impala.Config(env={self.env!r}): host envs are stepped by the "
+                             "actor-learner runtime: keep pipeline=True and train with "
+                             "actor_learner=True (CLI: --actor-learner), on one process "
+                             "without a data axis")
         if self.num_envs % self.num_minibatches:
             raise ValueError(
                 f"num_minibatches={self.num_minibatches} does not divide num_envs="
@@ -155,7 +166,8 @@ class State:
 def make(config: Config) -> Algorithm:
     """Builds IMPALA's pure ``init`` and ``update`` for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the actor-learner runtime
+    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
     network = cfg.actor_critic(spec)
     greedy = make_policy(network, deterministic=True)
     learner_steps_per_update = cfg.num_minibatches
@@ -183,7 +195,8 @@ def make(config: Config) -> Algorithm:
             opt_state=tx.init(ravel_pytree(params)[0]),
             actor_params=params,
             actor_version=jnp.int32(0),
-            env_state=local_env().reset(axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+            env_state=None if on_host else local_env().reset(
+                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
             key=k_actors,
             learner_steps=jnp.int32(0),
             update_count=jnp.int32(0),
@@ -193,6 +206,8 @@ def make(config: Config) -> Algorithm:
         )
         if not cfg.pipeline:
             return state
+        if on_host:  # placeholder shapes: the runtime acts the first trajectories
+            return state.replace(pending=_empty_trajectory(cfg, spec))
         # The pipeline's first trajectories are acted here, so update 0 has some to learn.
         actor, copy, learner, _ = split(state)
         actor, acted, _ = act_part(actor, copy)
@@ -293,6 +308,9 @@ def make(config: Config) -> Algorithm:
         return learner, (learner.actor_params, learner.actor_version), metrics
 
     parts = {"split": split, "join": join, "actor": act_part, "learner": pipeline_learner}
+    if on_host:
+        parts = {**parts, **_host_actor_parts(cfg, spec, network)}
+        del parts["actor"]
 
     def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
         """Act, then learn from what was acted, within one update."""
@@ -301,7 +319,10 @@ def make(config: Config) -> Algorithm:
         learner, learner_metrics = learn_part(learner, acted)
         return join(actor, learner, None), {**learner_metrics, **actor_metrics}
 
-    update = pipelined_update(parts) if cfg.pipeline else fused_update
+    if on_host:
+        update = host.compiled_update
+    else:
+        update = pipelined_update(parts) if cfg.pipeline else fused_update
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The learner's distribution's mode, as the env gets it."""
@@ -318,3 +339,60 @@ def make(config: Config) -> Algorithm:
         parts=parts if cfg.pipeline else {},
         hyperparams=cfg.sweep,
     )
+
+
+def _empty_trajectory(cfg: Config, spec) -> Trajectory:
+    """Zeros of one update's trajectory shapes ``[T, N, ...]`` (version -1)."""
+    t, n = cfg.num_steps, cfg.num_envs
+    obs = jnp.zeros((t, n) + tuple(spec.observation_shape), jnp.float32)
+    action = (jnp.zeros((t, n), jnp.int32) if spec.discrete
+              else jnp.zeros((t, n, spec.num_actions), jnp.float32))
+    zeros, false = jnp.zeros((t, n), jnp.float32), jnp.zeros((t, n), bool)
+    return Trajectory(obs, action, zeros, zeros, false, false, obs, jnp.int32(-1))
+
+
+def _host_actor_parts(cfg: Config, spec, network) -> dict:
+    """IMPALA's actors on host envs (:mod:`jaxrl_par.envs.host`), for the actor-learner
+    runtime (:mod:`jaxrl_par.parallel.actor_learner`), which runs them in Python while
+    the learner's program runs on its device (Sebulba's layout):
+
+    * ``host_envs(keys [S]) -> [S] HostVecEnv``, seeded from each lane's actor key;
+    * ``host_actor(envs, actor, copy) -> (actor, acted, metrics)`` (seed-batched): one
+      update's ``num_steps`` steps of every env with the copy ``(params, version)``, one
+      compiled policy call per step for all lanes, as the compiled ``actor`` part does.
+    """
+
+    def act(params, obs, key):
+        key, k_noise = jax.random.split(key)
+        dist = network.apply(params, obs, method=ActorCritic.actor)
+        action = dist.sample_with_noise(
+            action_noise(k_noise, (obs.shape[0], spec.num_actions), spec.discrete))
+        return action, dist.log_prob(action), env_action(spec, action), key
+
+    act_lanes = jax.jit(jax.vmap(act))
+
+    def host_envs(keys) -> list:
+        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
+
+    def host_actor(lanes: list, actor: ActorHalf, copy):
+        params, version = copy
+        key = actor.key
+        rows = {name: [] for name in ("obs", "action", "log_prob", "reward", "terminated",
+                                      "truncated", "final_obs")}
+        episodes = host.EpisodeTotals(len(lanes))
+        for _ in range(cfg.num_steps):
+            obs = np.stack([lane.obs for lane in lanes])
+            action, log_prob, to_env, key = act_lanes(params, obs, key)
+            to_env = np.asarray(to_env)
+            steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
+            episodes.add(steps)
+            rows["obs"].append(obs)
+            rows["action"].append(action)
+            rows["log_prob"].append(log_prob)
+            for name in ("reward", "terminated", "truncated", "final_obs"):
+                rows[name].append(np.stack([st[name] for st in steps]))
+        acted = Trajectory(**{k: jnp.stack([jnp.asarray(x) for x in v], axis=1)
+                              for k, v in rows.items()}, version=version)  # [S, T, N, ...]
+        return actor.replace(key=key), acted, episodes.metrics()
+
+    return {"host_envs": host_envs, "host_actor": host_actor}

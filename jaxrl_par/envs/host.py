@@ -6,10 +6,11 @@ An id ``"gymnasium:<id>"`` (e.g. ``"gymnasium:CartPole-v1"``, or any id register
 (:class:`jaxrl_par.envs.VecEnv`): auto-reset, ``terminated`` and ``truncated`` apart,
 the observation an episode ended on kept as ``final_obs`` (the bootstrap of a truncated
 episode), and each finished episode's return and length. They cannot run inside a
-compiled program, so only runtimes that act from Python take them: A3C's threaded
-workers (``a3c.Config(env="gymnasium:CartPole-v1")`` with
+compiled program, so only runtimes that act from Python take them: A3C's and Gorila's
+threaded workers (``a3c.Config(env="gymnasium:CartPole-v1")`` with
 ``train(..., async_workers=True)``), where each worker steps its own envs in its thread
-between the compiled policy and gradient calls.
+between the compiled policy and gradient calls, and IMPALA's actors in the actor-learner
+runtime (``train(..., actor_learner=True)``), stepped while the learner's program runs.
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ def _shapes(tree) -> tuple:
 
 def check_algorithm(algo: Algorithm) -> None:
     """A ``ValueError`` naming the fix unless ``algo`` has the pipeline's four parts."""
-    missing = [p for p in PARTS if p not in algo.parts]
+    # actors on host envs give host_actor (stepped from Python) instead of actor
+    missing = [p for p in PARTS if p not in algo.parts
+               and not (p == "actor" and "host_actor" in algo.parts)]
     if missing:
         module = type(algo.config).__module__.rsplit(".", 1)[-1]
         hint = (f" Make it with {module}.Config(pipeline=True)."
@@ -94,6 +96,9 @@ class ActorLearner:
         check_algorithm(algo)
         self.algo = algo
         self.learner_device, self.actor_device = pick_devices(devices)
+        #: The actors' host envs (``[S]`` :class:`~jaxrl_par.envs.host.HostVecEnv`) for
+        #: an algorithm on gymnasium envs; made at the first compile.
+        self.host_envs: list = []
 
     @property
     def concurrent(self) -> bool:
@@ -108,24 +113,46 @@ class ActorLearner:
         actor, copy, learner, pending = parts["split"](state)
         to_actor = lambda tree: jax.device_put(tree, self.actor_device)
         to_learner = lambda tree: jax.device_put(tree, self.learner_device)
-        key = (parts["actor"], parts["learner"], self.actor_device, self.learner_device,
-               _shapes((actor, copy)), _shapes((learner, pending)))
+        key = (parts.get("actor", parts.get("host_actor")), parts["learner"],
+               self.actor_device, self.learner_device, _shapes((actor, copy)),
+               _shapes((learner, pending)))
+        on_host = "host_actor" in parts
+        if on_host:
+            key = key + ("host",)
+            if not self.host_envs:  # once per runtime: episodes run on across chunks
+                self.host_envs = parts["host_envs"](actor.key)
         programs = _compiled.get(key, lambda: _compile_halves(
             parts, to_actor(actor), to_actor(copy), to_learner(learner), to_learner(pending)))
         self.actor_program, self.learner_program = programs.actor, programs.learner
         num_updates = self.algo.num_updates
+
+        def host_actor(actor, packed_copy):
+            """The actors' half on host envs: stepped here, in Python, while the
+            learner's program (dispatched first) runs on its device."""
+            actor, acted, metrics = parts["host_actor"](
+                self.host_envs, actor, programs.unpack_copy(packed_copy))
+            return actor, programs.pack_acted(to_actor(acted)), metrics
 
         def chunk(state, start):
             n = min(chunk_updates, num_updates - int(start))
             actor, copy, learner, pending = parts["split"](state)
             # the batch and the parameter copy cross devices packed: a few flat arrays
             actor, copy = to_actor(actor), programs.pack_copy(to_actor(copy))
+            if on_host and int(start) == 0:  # init left the first trajectories to act
+                actor, pending, _ = host_actor(actor, copy)
+                pending = programs.unpack_acted(pending)
             learner, pending = to_learner(learner), programs.pack_acted(to_learner(pending))
             rows = []
             for i in range(n):
-                # Both are dispatched before either finishes; each waits only for its inputs.
-                actor, acted, actor_metrics = programs.actor(actor, copy)
-                learner, copy, learner_metrics = programs.learner(learner, pending)
+                if on_host:  # the learner first, so it runs while Python steps the envs
+                    old_copy = copy
+                    learner, copy, learner_metrics = programs.learner(learner, pending)
+                    actor, acted, actor_metrics = host_actor(actor, old_copy)
+                else:
+                    # Both are dispatched before either finishes; each waits only for its
+                    # inputs.
+                    actor, acted, actor_metrics = programs.actor(actor, copy)
+                    learner, copy, learner_metrics = programs.learner(learner, pending)
                 pending, copy = to_learner(acted), to_actor(copy)
                 rows.append({**actor_metrics, **learner_metrics})
                 if i >= 2:  # keep at most two updates in flight: bounded memory
@@ -147,13 +174,15 @@ class _Programs(NamedTuple):
     pack_copy: Callable
     pack_acted: Callable
     unpack_acted: Callable
+    unpack_copy: Callable
 
 
 def _compile_halves(parts, actor, copy, learner, pending) -> _Programs:
     """Compiles the two halves for seed-batched arguments placed on their devices."""
     unbatched = lambda tree: jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
-    acted = jax.eval_shape(parts["actor"], unbatched(actor), unbatched(copy))[1]
+    acted = (unbatched(pending) if "actor" not in parts  # host actors: init's shapes
+             else jax.eval_shape(parts["actor"], unbatched(actor), unbatched(copy))[1])
     pack_copy, unpack_copy = packing.packer(unbatched(copy))
     pack_acted, unpack_acted = packing.packer(acted)
 
@@ -165,14 +194,14 @@ def _compile_halves(parts, actor, copy, learner, pending) -> _Programs:
         learner, copy, metrics = parts["learner"](learner, unpack_acted(pending))
         return learner, pack_copy(copy), metrics
 
-    pack_copies, pack_batches, unpack_batches = (
-        jax.jit(jax.vmap(f)) for f in (pack_copy, pack_acted, unpack_acted))
+    pack_copies, pack_batches, unpack_batches, unpack_copies = (
+        jax.jit(jax.vmap(f)) for f in (pack_copy, pack_acted, unpack_acted, unpack_copy))
     return _Programs(
-        jax.jit(jax.vmap(actor_half), donate_argnums=0).lower(
-            actor, pack_copies(copy)).compile(),
+        None if "actor" not in parts else jax.jit(jax.vmap(actor_half), donate_argnums=0)
+        .lower(actor, pack_copies(copy)).compile(),
         jax.jit(jax.vmap(learner_half), donate_argnums=0).lower(
             learner, pack_batches(pending)).compile(),
-        pack_copies, pack_batches, unpack_batches)
+        pack_copies, pack_batches, unpack_batches, unpack_copies)
 
 
 def _stack(rows: list[dict[str, jax.Array]], length: int) -> dict[str, np.ndarray]:
