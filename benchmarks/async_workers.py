@@ -16,7 +16,9 @@ env-step budget with several seeds as one vmapped batch:
   use the first);
 * ``ppo`` / ``dqn``: the synchronous (serial) references with their defaults;
 * ``a3c-threads-gymnasium`` (``--host``): A3C's threads on one device stepping
-  ``gymnasium:<env>`` from Python (:mod:`jaxrl_par.envs.host`).
+  ``gymnasium:<env>`` from Python (:mod:`jaxrl_par.envs.host`);
+* ``impala-actor-learner[-gymnasium]`` (``--host``): IMPALA's actors and learner on two
+  devices at once, on the JAX env and with the actors stepping gymnasium's.
 
 Reported: final return (mean +- std over seeds, first repeat), training env steps/s
 (median over repeats), compile seconds (first build), and the staleness measured by
@@ -64,7 +66,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
-from jaxrl_par.algos import a2c, a3c, dqn, gorila, ppo
+from jaxrl_par.algos import a2c, a3c, dqn, gorila, impala, ppo
 from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.train import train
 
@@ -86,6 +88,11 @@ def cases(env: str, budget: int) -> dict:
             gym_algo = a3c.make(a3c.Config(env=f"gymnasium:{env}", total_timesteps=budget))
             reference["a3c-threads-gymnasium"] = (
                 gym_algo, {"async_workers": AsyncWorkers(gym_algo, devices[:1])})
+            # IMPALA's actors and learner on two devices, on the JAX env and on gymnasium's
+            for suffix, env_id in (("", env), ("-gymnasium", f"gymnasium:{env}")):
+                reference[f"impala-actor-learner{suffix}"] = (
+                    impala.make(impala.Config(env=env_id, total_timesteps=budget)),
+                    {"actor_learner": tuple(devices[:2])})
     return {
         **reference,
         name: (algo, {}),
