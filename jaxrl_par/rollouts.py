@@ -7,9 +7,11 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrl_par import axes, envs
-from jaxrl_par.networks import action_noise
+from jaxrl_par.envs import host
+from jaxrl_par.networks import ActorCritic, action_noise
 
 ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
 
@@ -71,3 +73,45 @@ def policy_rollout(
         return env_state, (obs, action, log_prob, ts)
 
     return jax.lax.scan(step, env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
+
+
+def host_policy(network, spec) -> Callable:
+    """``act(params, obs [N, ...], key) -> (action, log_prob, env_action, key)``: one step
+    of a stochastic actor-critic policy for host envs (:mod:`jaxrl_par.envs.host`), the
+    action sampled as :func:`policy_rollout` samples it; vmap and jit it over seed lanes."""
+    def act(params, obs, key):
+        key, k_noise = jax.random.split(key)
+        dist = network.apply(params, obs, method=ActorCritic.actor)
+        action = dist.sample_with_noise(
+            action_noise(k_noise, (obs.shape[0], spec.num_actions), spec.discrete))
+        return action, dist.log_prob(action), env_action(spec, action), key
+
+    return act
+
+
+def host_policy_rollout(lanes: list, act_lanes: Callable, params, key, num_steps: int):
+    """``num_steps`` steps of every host env of every seed lane (``lanes``: ``[S]``
+    :class:`~jaxrl_par.envs.host.HostVecEnv`), each action from one call of
+    ``act_lanes`` (:func:`host_policy`, vmapped over lanes) for all lanes.
+
+    Returns ``(key, records, episode_metrics)``: ``records`` holds ``obs``, ``action``,
+    ``log_prob``, ``reward``, ``terminated``, ``truncated`` and ``final_obs`` as arrays
+    ``[S, T, N, ...]`` (the fields of an unroll), and the metrics those of
+    :func:`jaxrl_par.envs.episode_metrics`, ``[S]`` each.
+    """
+    rows = {name: [] for name in ("obs", "action", "log_prob", "reward", "terminated",
+                                  "truncated", "final_obs")}
+    episodes = host.EpisodeTotals(len(lanes))
+    for _ in range(num_steps):
+        obs = np.stack([lane.obs for lane in lanes])  # [S, N, ...]
+        action, log_prob, to_env, key = act_lanes(params, obs, key)
+        to_env = np.asarray(to_env)
+        steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
+        episodes.add(steps)
+        rows["obs"].append(obs)
+        rows["action"].append(action)
+        rows["log_prob"].append(log_prob)
+        for name in ("reward", "terminated", "truncated", "final_obs"):
+            rows[name].append(np.stack([st[name] for st in steps]))
+    records = {k: jnp.stack([jnp.asarray(x) for x in v], axis=1) for k, v in rows.items()}
+    return key, records, episodes.metrics()

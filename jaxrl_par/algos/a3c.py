@@ -40,7 +40,6 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -51,10 +50,10 @@ from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, AsyncState, clipped_adam, round_robin_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.envs import host
-from jaxrl_par.networks import ActorCritic, action_noise, make_policy
+from jaxrl_par.networks import ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.returns import GAE_METHODS
-from jaxrl_par.rollouts import env_action, policy_rollout
+from jaxrl_par.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,39 +257,17 @@ def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) ->
       with JAX envs.
     """
 
-    def act(params, obs, key):
-        key, k_noise = jax.random.split(key)
-        dist = network.apply(params, obs, method=ActorCritic.actor)
-        noise = action_noise(k_noise, (obs.shape[0], spec.num_actions), spec.discrete)
-        action = dist.sample_with_noise(noise)
-        return action, dist.log_prob(action), env_action(spec, action), key
-
-    act_lanes = jax.jit(jax.vmap(act))
+    act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
     learn_lanes = jax.jit(jax.vmap(learn))
 
     def host_envs(keys) -> list:
         return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
 
     def host_worker(lanes: list, w: Worker, copy: Copy, hparams):
-        key = w.key
-        rows = {"obs": [], "action": [], "log_prob": [], "reward": [], "terminated": [],
-                "truncated": [], "final_obs": []}
-        episodes = host.EpisodeTotals(len(lanes))
-        for _ in range(cfg.num_steps):
-            obs = np.stack([lane.obs for lane in lanes])  # [S, N, ...]
-            action, log_prob, to_env, key = act_lanes(copy.params, obs, key)
-            to_env = np.asarray(to_env)
-            steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
-            episodes.add(steps)
-            for name in ("reward", "terminated", "truncated", "final_obs"):
-                rows[name].append(np.stack([st[name] for st in steps]))
-            rows["obs"].append(obs)
-            rows["action"].append(action)
-            rows["log_prob"].append(log_prob)
-        time_major = {k: jnp.stack([jnp.asarray(x) for x in v], axis=1)
-                      for k, v in rows.items()}  # [S, T, N, ...]
-        traj = Trajectory(**time_major, version=copy.version)
+        key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
+                                                     cfg.num_steps)
+        traj = Trajectory(**records, version=copy.version)  # [S, T, N, ...]
         w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
-        return w, push, {**info, **episodes.metrics()}
+        return w, push, {**info, **episodes}
 
     return {"host_envs": host_envs, "host_worker": host_worker}

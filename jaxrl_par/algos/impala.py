@@ -42,7 +42,6 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -53,10 +52,10 @@ from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.envs import host
-from jaxrl_par.networks import ActorCritic, action_noise, make_policy
+from jaxrl_par.networks import ActorCritic, make_policy
 from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.returns import GAE_METHODS
-from jaxrl_par.rollouts import env_action, policy_rollout
+from jaxrl_par.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,37 +361,15 @@ def _host_actor_parts(cfg: Config, spec, network) -> dict:
       compiled policy call per step for all lanes, as the compiled ``actor`` part does.
     """
 
-    def act(params, obs, key):
-        key, k_noise = jax.random.split(key)
-        dist = network.apply(params, obs, method=ActorCritic.actor)
-        action = dist.sample_with_noise(
-            action_noise(k_noise, (obs.shape[0], spec.num_actions), spec.discrete))
-        return action, dist.log_prob(action), env_action(spec, action), key
-
-    act_lanes = jax.jit(jax.vmap(act))
+    act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
 
     def host_envs(keys) -> list:
         return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
 
     def host_actor(lanes: list, actor: ActorHalf, copy):
         params, version = copy
-        key = actor.key
-        rows = {name: [] for name in ("obs", "action", "log_prob", "reward", "terminated",
-                                      "truncated", "final_obs")}
-        episodes = host.EpisodeTotals(len(lanes))
-        for _ in range(cfg.num_steps):
-            obs = np.stack([lane.obs for lane in lanes])
-            action, log_prob, to_env, key = act_lanes(params, obs, key)
-            to_env = np.asarray(to_env)
-            steps = [lane.step(to_env[s]) for s, lane in enumerate(lanes)]
-            episodes.add(steps)
-            rows["obs"].append(obs)
-            rows["action"].append(action)
-            rows["log_prob"].append(log_prob)
-            for name in ("reward", "terminated", "truncated", "final_obs"):
-                rows[name].append(np.stack([st[name] for st in steps]))
-        acted = Trajectory(**{k: jnp.stack([jnp.asarray(x) for x in v], axis=1)
-                              for k, v in rows.items()}, version=version)  # [S, T, N, ...]
-        return actor.replace(key=key), acted, episodes.metrics()
+        key, records, episodes = host_policy_rollout(lanes, act_lanes, params, actor.key,
+                                                     cfg.num_steps)
+        return actor.replace(key=key), Trajectory(**records, version=version), episodes
 
     return {"host_envs": host_envs, "host_actor": host_actor}
