@@ -18,6 +18,11 @@ and of a Gorila parameter server, on any number of devices, nondeterministic as 
 algorithm's own ``update``), which the tests check, so the threaded runs differ from
 the scanned ones only in their order.
 
+An algorithm on host envs (``"gymnasium:<id>"``, :mod:`jaxrl_par.envs.host`) gives
+``host_worker`` instead of ``worker`` (and ``host_warmup`` for a warm-up): the runtime
+makes each worker's gymnasium envs once (``host_envs``) and calls the host worker from
+the worker's thread, which steps its envs in Python between compiled calls.
+
 Used through ``train(algo, seeds, async_workers=True)`` (CLI: ``--async-workers``).
 One "update" of the runner is ``K`` pushes, whichever workers made them; its metrics
 are combined over them as the scanned update's are. Chunks, progress, logs, checkpoints
