@@ -79,10 +79,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="Ape-X: actors on one device and learner on another, running at "
                           "once (sets pipeline=true; on CPU, two devices of the cores)")
     par.add_argument("--async-workers", action="store_true",
-                     help="a3c: each worker in a host thread of its own, pushing gradients "
-                          "as they finish (nondeterministic; workers spread over the "
-                          "devices). Without it the workers push in a fixed round-robin "
-                          "order inside one compiled program")
+                     help="a3c, a2c, gorila: each worker in a host thread of its own, "
+                          "pushing gradients as they finish (nondeterministic; workers "
+                          "spread over the devices). Without it the workers push in a fixed "
+                          "round-robin order inside one compiled program")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
@@ -337,7 +337,7 @@ def cmd_train(args) -> int:
     if args.async_workers:
         if not any(f.name == "num_workers" for f in dataclasses.fields(cfg)):
             raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
-                             "it with a3c")
+                             "it with a3c, a2c or gorila")
         if args.devices is not None or args.pop is not None or args.actor_learner:
             raise ValueError("--async-workers places its workers on the devices itself; drop "
                              "--devices, --pop and --actor-learner")

@@ -206,7 +206,8 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
            chunk_updates: int, pipeline=None) -> tuple[Any, Any]:
     """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
     compiled chunk, from the program caches where they hold them (``pipeline``, a runtime:
-    :class:`~jaxrl_par.parallel.actor_learner.ActorLearner`, compiles its own)."""
+    :class:`~jaxrl_par.parallel.actor_learner.ActorLearner` or
+    :class:`~jaxrl_par.parallel.async_workers.AsyncWorkers`, compiles its own)."""
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
         if sharded:
             data = jax.random.key_data(keys)
@@ -317,7 +318,7 @@ def train(
         ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before jax is
         imported; with one device both halves share it. See
         :mod:`jaxrl_par.parallel.actor_learner`.
-      async_workers: run an asynchronous algorithm's workers (A3C's) in host threads of
+      async_workers: run an asynchronous algorithm's workers (A3C's, Gorila's) in host threads of
         their own that push gradients to the parameter server as they finish, instead
         of the algorithm's round-robin ``update``: ``True`` (workers spread over the
         local devices), a sequence of devices, or a

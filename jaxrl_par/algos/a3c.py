@@ -36,6 +36,7 @@ rollout of all envs, staleness 0.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
@@ -47,7 +48,14 @@ from jax.flatten_util import ravel_pytree
 from jaxrl_par import envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
-from jaxrl_par.algos.base import Algorithm, AsyncState, clipped_adam, round_robin_update
+from jaxrl_par.algos.base import (
+    Algorithm,
+    AsyncState,
+    clipped_adam,
+    round_robin_update,
+    staleness_metrics,
+    worker_copies,
+)
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.envs import host
 from jaxrl_par.networks import ActorCritic, make_policy
@@ -161,11 +169,10 @@ def make(config: Config) -> Algorithm:
     def init(key: jax.Array) -> AsyncState:
         k_params, k_workers = jax.random.split(key)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        stack = lambda x: jnp.broadcast_to(x, (cfg.num_workers,) + jnp.shape(x))
         return AsyncState(
             server=Server(params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
             workers=jax.vmap(init_worker)(jax.random.split(k_workers, cfg.num_workers)),
-            copies=jax.tree.map(stack, Copy(params, jnp.int32(0))),
+            copies=worker_copies(Copy(params, jnp.int32(0)), cfg.num_workers),
             hparams=hyper.init(cfg),
         )
 
@@ -205,9 +212,8 @@ def make(config: Config) -> Algorithm:
         hp = hyper.view(cfg, hparams)
         flat, unravel = ravel_pytree(server.params)
         updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, flat)
-        staleness = (server.version - push.version).astype(jnp.float32)
-        return Server(unravel(flat + updates), opt_state, server.version + 1), {
-            "staleness": staleness, "max_staleness": staleness}
+        return (Server(unravel(flat + updates), opt_state, server.version + 1),
+                staleness_metrics(server.version, push.version))
 
     def pull(server: Server, copy: Copy) -> Copy:
         del copy  # A3C pulls after every push
@@ -260,9 +266,6 @@ def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) ->
     act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
     learn_lanes = jax.jit(jax.vmap(learn))
 
-    def host_envs(keys) -> list:
-        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
-
     def host_worker(lanes: list, w: Worker, copy: Copy, hparams):
         key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
                                                      cfg.num_steps)
@@ -270,4 +273,5 @@ def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) ->
         w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
         return w, push, {**info, **episodes}
 
-    return {"host_envs": host_envs, "host_worker": host_worker}
+    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+            "host_worker": host_worker}

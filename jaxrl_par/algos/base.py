@@ -131,6 +131,21 @@ class AsyncState:
 ASYNC_PARTS = ("worker", "apply", "pull")
 
 
+def worker_copies(copy: Any, num_workers: int) -> Any:
+    """``copy`` (parameters and version) for each of ``num_workers`` workers, leaves
+    ``[K, ...]``: every worker starts from the server's initial parameters."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_workers,) + jnp.shape(x)), copy)
+
+
+def staleness_metrics(server_version: jax.Array, push_version: jax.Array
+                      ) -> dict[str, jax.Array]:
+    """An ``apply`` part's metrics of one push: its staleness, the pushes the server
+    applied since the pushing worker pulled (``max_staleness`` too, which
+    :func:`combine_worker_metrics` maximises over an update's pushes)."""
+    staleness = (server_version - push_version).astype(jnp.float32)
+    return {"staleness": staleness, "max_staleness": staleness}
+
+
 def round_robin_update(parts: Mapping[str, Callable]) -> Callable:
     """``update(state) -> (state, metrics)`` of an asynchronous algorithm on one device:
     every worker pushes one gradient, in the round-robin order ``0 .. K-1``.

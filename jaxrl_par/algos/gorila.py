@@ -26,6 +26,7 @@ gradient; only with ``async_workers``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
@@ -43,12 +44,14 @@ from jaxrl_par.algos.base import (
     clipped_adam,
     combine_worker_metrics,
     round_robin_update,
+    staleness_metrics,
+    worker_copies,
 )
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import act_steps, check_q_config, example_transition, to_transitions
 from jaxrl_par.envs import host
-from jaxrl_par.exploration import linear_epsilon
+from jaxrl_par.exploration import epsilon_greedy_from_draws, linear_epsilon
 from jaxrl_par.qlearning import NStepCarry, init_nstep_carry, q_loss
 
 
@@ -181,11 +184,10 @@ def make(config: Config) -> Algorithm:
     def init(key: jax.Array) -> AsyncState:
         k_params, k_bundles = jax.random.split(key)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        stack = lambda x: jnp.broadcast_to(x, (cfg.num_workers,) + jnp.shape(x))
         return AsyncState(
             server=Server(params, params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
             workers=jax.vmap(init_bundle)(jax.random.split(k_bundles, cfg.num_workers)),
-            copies=jax.tree.map(stack, Copy(params, params, jnp.int32(0))),
+            copies=worker_copies(Copy(params, params, jnp.int32(0)), cfg.num_workers),
             hparams=hyper.init(cfg))
 
     def store(b: Bundle, key, env_state, steps: NStepCarry, hp) -> Bundle:
@@ -237,9 +239,8 @@ def make(config: Config) -> Algorithm:
         target = optax.periodic_update(
             optax.incremental_update(params, server.target_params, hp.tau),
             server.target_params, version, cfg.target_update_period)
-        staleness = (server.version - push.version).astype(jnp.float32)
-        return Server(params, target, opt_state, version), {
-            "staleness": staleness, "max_staleness": staleness}
+        return (Server(params, target, opt_state, version),
+                staleness_metrics(server.version, push.version))
 
     def pull(server: Server, copy: Copy) -> Copy:
         fresh = server.version - copy.version >= cfg.actor_sync_period
@@ -252,10 +253,8 @@ def make(config: Config) -> Algorithm:
         hp = hyper.view(cfg, state.hparams)
         workers, _, metrics = jax.vmap(lambda b, c: act(b, c, hp))(state.workers,
                                                                   state.copies)
-        zero = jnp.zeros((cfg.num_workers,), jnp.float32)
-        metrics = {"loss": zero, "q_mean": zero, **metrics, "staleness": zero,
-                   "max_staleness": zero}
-        return state.replace(workers=workers), combine_worker_metrics(metrics)
+        return state.replace(workers=workers), combine_worker_metrics(
+            without_push(metrics, jnp.zeros((cfg.num_workers,), jnp.float32)))
 
     if on_host:
         parts = {"apply": apply, "pull": pull,
@@ -280,6 +279,13 @@ def make(config: Config) -> Algorithm:
     )
 
 
+def without_push(metrics: dict, zero) -> dict:
+    """The metrics of a warm-up step, in which a bundle acts and stores but pushes
+    nothing: the push's (loss, Q-values, staleness) as ``zero``, so warm-up and learning
+    updates report the same names."""
+    return {"loss": zero, "q_mean": zero, **metrics, "staleness": zero, "max_staleness": zero}
+
+
 def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
     """The parts of Gorila's bundles on host envs (:mod:`jaxrl_par.envs.host`), for the
     threaded runtime: ``host_envs``, ``host_worker`` (as A3C's: ``num_steps`` host steps
@@ -295,10 +301,10 @@ def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
     def act(params, obs, key, epsilon):
         key, k_u, k_a = jax.random.split(key, 3)
         n = obs.shape[0]
-        explore = jax.random.uniform(k_u, (n,)) < epsilon
-        random_action = jax.random.randint(k_a, (n,), 0, spec.num_actions)
-        greedy = jnp.argmax(q_fn(params, obs), axis=-1)
-        return jnp.where(explore, random_action, greedy).astype(jnp.int32), key
+        action = epsilon_greedy_from_draws(
+            q_fn(params, obs), jax.random.uniform(k_u, (n,)),
+            jax.random.randint(k_a, (n,), 0, spec.num_actions), epsilon)
+        return action, key
 
     def learn(b, key, k_sample, steps, copy, hparams):
         hp = hyper.view(cfg, hparams)
@@ -338,11 +344,9 @@ def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
 
     def host_warmup(lanes, b, copy, hparams):
         key, _, steps, metrics = play(lanes, b, copy, hparams)
-        zero = np.zeros(len(lanes), np.float32)
-        return store_lanes(b, key, steps, hparams), {"loss": zero, "q_mean": zero, **metrics}
+        return store_lanes(b, key, steps, hparams), without_push(
+            metrics, np.zeros(len(lanes), np.float32))
 
-    def host_envs(keys) -> list:
-        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
-
-    return {"host_envs": host_envs, "host_worker": host_worker, "host_warmup": host_warmup}
+    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+            "host_worker": host_worker, "host_warmup": host_warmup}
 

@@ -38,6 +38,7 @@ the global batch's randomness, minibatch ``m`` is the union of the shards' minib
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
@@ -363,13 +364,11 @@ def _host_actor_parts(cfg: Config, spec, network) -> dict:
 
     act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
 
-    def host_envs(keys) -> list:
-        return [host.HostVecEnv(cfg.env, cfg.num_envs, seed) for seed in host.lane_seeds(keys)]
-
     def host_actor(lanes: list, actor: ActorHalf, copy):
         params, version = copy
         key, records, episodes = host_policy_rollout(lanes, act_lanes, params, actor.key,
                                                      cfg.num_steps)
         return actor.replace(key=key), Trajectory(**records, version=version), episodes
 
-    return {"host_envs": host_envs, "host_actor": host_actor}
+    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+            "host_actor": host_actor}

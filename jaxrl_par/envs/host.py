@@ -140,6 +140,17 @@ class HostVecEnv:
             env.close()
 
 
+# Who can step host envs, and how: the fix named wherever one reaches a compiled program.
+RUNTIMES = ("train a3c or gorila on it with async_workers=True (CLI: --async-workers), "
+            "or impala with actor_learner=True (--actor-learner)")
+
+
+def lane_envs(env_id: str, num_envs: int, keys) -> list[HostVecEnv]:
+    """A worker's (or the actors') host envs for each seed lane, ``[S]``
+    :class:`HostVecEnv` of ``num_envs`` each, seeded from the lanes' ``[S]`` keys."""
+    return [HostVecEnv(env_id, num_envs, seed) for seed in lane_seeds(keys)]
+
+
 def lane_seeds(keys) -> list[int]:
     """A gymnasium seed per seed lane from its ``[S]`` JAX keys (a worker's), so a lane's
     host envs are seeded by the run's seed."""
@@ -179,6 +190,5 @@ def compiled_update(state):
     """The ``update`` of an algorithm on host envs: they cannot step inside a compiled
     program, so this raises (when the runner traces it, before anything compiles) with
     the fix."""
-    raise ValueError("gymnasium envs step on the host, outside compiled programs: train "
-                     "with async_workers=True (CLI: --async-workers), whose worker threads "
-                     "step them")
+    raise ValueError(f"this gymnasium env steps on the host, outside compiled programs: "
+                     f"{RUNTIMES}")

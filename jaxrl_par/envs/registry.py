@@ -92,9 +92,7 @@ def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
     check_env_id(env_id)
     if host.is_host(env_id):
         raise ValueError(f"{env_id} is stepped on the host (gymnasium), not inside a "
-                         "compiled program: train a3c or gorila on it with async_workers=True "
-                         "(CLI: --async-workers), or impala with actor_learner=True "
-                         "(--actor-learner)")
+                         f"compiled program: {host.RUNTIMES}")
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     # Built with concrete values even when called inside a trace (an algorithm's init

@@ -117,10 +117,8 @@ class ActorLearner:
                self.actor_device, self.learner_device, _shapes((actor, copy)),
                _shapes((learner, pending)))
         on_host = "host_actor" in parts
-        if on_host:
-            key = key + ("host",)
-            if not self.host_envs:  # once per runtime: episodes run on across chunks
-                self.host_envs = parts["host_envs"](actor.key)
+        if on_host and not self.host_envs:  # once per runtime: episodes run on across chunks
+            self.host_envs = parts["host_envs"](actor.key)
         programs = _compiled.get(key, lambda: _compile_halves(
             parts, to_actor(actor), to_actor(copy), to_learner(learner), to_learner(pending)))
         self.actor_program, self.learner_program = programs.actor, programs.learner
@@ -138,10 +136,12 @@ class ActorLearner:
             actor, copy, learner, pending = parts["split"](state)
             # the batch and the parameter copy cross devices packed: a few flat arrays
             actor, copy = to_actor(actor), programs.pack_copy(to_actor(copy))
+            learner = to_learner(learner)
             if on_host and int(start) == 0:  # init left the first trajectories to act
                 actor, pending, _ = host_actor(actor, copy)
-                pending = programs.unpack_acted(pending)
-            learner, pending = to_learner(learner), programs.pack_acted(to_learner(pending))
+                pending = to_learner(pending)
+            else:
+                pending = programs.pack_acted(to_learner(pending))
             rows = []
             for i in range(n):
                 if on_host:  # the learner first, so it runs while Python steps the envs

@@ -54,7 +54,7 @@ def check_algorithm(algo: Algorithm) -> None:
     if missing or not hasattr(algo.config, "num_workers"):
         module = type(algo.config).__module__.rsplit(".", 1)[-1]
         raise ValueError(f"async_workers: {module} has no asynchronous workers (its parts "
-                         f"lack {missing or ASYNC_PARTS}); use a3c or a2c")
+                         f"lack {missing or ASYNC_PARTS}); use a3c, a2c or gorila")
 
 
 def pick_devices(devices: bool | Sequence[jax.Device] | None) -> list[jax.Device]:
@@ -71,6 +71,11 @@ def pick_devices(devices: bool | Sequence[jax.Device] | None) -> list[jax.Device
 def _worker_slice(tree, k: int):
     """Worker ``k``'s part of a seed-batched tree with leaves ``[S, K, ...]``."""
     return jax.tree.map(lambda x: x[:, k], tree)
+
+
+def _stack_workers(trees: list) -> Any:
+    """The inverse of :func:`_worker_slice`: ``K`` trees ``[S, ...]`` as one ``[S, K, ...]``."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *trees)
 
 
 class AsyncWorkers:
@@ -172,23 +177,14 @@ class AsyncWorkers:
             stores, with no push."""
             workers = [_worker_slice(state.workers, k) for k in range(num_workers)]
             copies = [_worker_slice(state.copies, k) for k in range(num_workers)]
-            rows = []
-            for _ in range(length):
-                update = []
-                for k in range(num_workers):
-                    workers[k], metrics = parts["host_warmup"](
-                        self.host_envs[k], workers[k], copies[k], state.hparams)
-                    update.append(metrics)
-                rows.append({name: np.stack([np.asarray(m[name]) for m in update])
-                             for name in update[0]})  # [K, S]
-            stacked = {name: np.stack([r[name] for r in rows], axis=1)  # [K, length, S]
-                       for name in rows[0]}
-            zero = np.zeros_like(stacked["loss"], np.float32)
-            stacked.update(staleness=zero, max_staleness=zero)
-            combined = combine_worker_metrics(stacked)  # [length, S]
-            state = state.replace(workers=jax.tree.map(
-                lambda *xs: jnp.stack(xs, axis=1), *workers))
-            return state, {k: np.asarray(v).T for k, v in combined.items()}
+            log = []
+            for i in range(length * num_workers):
+                k = i % num_workers
+                workers[k], metrics = parts["host_warmup"](
+                    self.host_envs[k], workers[k], copies[k], state.hparams)
+                log.append(metrics)
+            return (state.replace(workers=_stack_workers(workers)),
+                    _rows(jax.device_get(log), length, num_workers))
 
         def warm(state, length):
             if on_host:
@@ -280,11 +276,10 @@ class AsyncWorkers:
                     t.join()
                 if errors:
                     raise errors[0]
-            stack = lambda *xs: jnp.stack(xs, axis=1)
             state = state.replace(
                 server=server,
-                workers=jax.tree.map(stack, *[to(o["worker"], server_device) for o in own]),
-                copies=jax.tree.map(stack, *[to(o["copy"], server_device) for o in own]))
+                workers=_stack_workers([to(o["worker"], server_device) for o in own]),
+                copies=_stack_workers([to(o["copy"], server_device) for o in own]))
             state = to(state, server_device)
             self.last_order = order
             return state, _rows(jax.device_get(log), n, num_workers)
@@ -296,10 +291,9 @@ def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int
           ) -> dict[str, np.ndarray]:
     """The pushes' metrics (``[S]`` each, in the order applied) as ``[S, n]`` rows of
     ``num_workers`` pushes each, combined as the scanned update combines them."""
-    out = {}
+    by_worker = {}  # [K, n, S]: push i is worker i mod K's of update i // K
     for name in log[0]:
-        values = np.stack([entry[name] for entry in log])  # [n*K, S]
-        values = values.reshape((n, num_workers) + values.shape[1:])  # [n, K, S]
-        out[name] = values
-    rows = combine_worker_metrics({k: np.moveaxis(v, 1, 0) for k, v in out.items()})  # [n, S]
+        values = np.stack([np.asarray(entry[name]) for entry in log])  # [n*K, S]
+        by_worker[name] = np.moveaxis(values.reshape((n, num_workers) + values.shape[1:]), 1, 0)
+    rows = combine_worker_metrics(by_worker)  # [n, S]
     return {name: np.asarray(values).T for name, values in rows.items()}  # [S, n]
