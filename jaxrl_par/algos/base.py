@@ -188,23 +188,24 @@ def round_robin_update(parts: Mapping[str, Callable]) -> Callable:
     return update
 
 
-def combine_worker_metrics(metrics: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+def combine_worker_metrics(metrics: Mapping[str, jax.Array], xp=jnp) -> dict[str, jax.Array]:
     """One update's metrics from ``K`` pushes' (leading axis ``K``, any axes after):
     episode statistics weighted by the episodes each worker finished (NaN where none
-    did), ``num_episodes`` summed, ``max_*`` maximised, everything else averaged."""
+    did), ``num_episodes`` summed, ``max_*`` maximised, everything else averaged.
+    ``xp=numpy`` combines host arrays without compiling anything."""
     out = {}
     count = metrics.get("num_episodes")
     for name, values in metrics.items():
         if name == "num_episodes":
-            out[name] = jnp.sum(values, axis=0)
+            out[name] = xp.sum(values, axis=0)
         elif name.startswith("max_"):
-            out[name] = jnp.max(values, axis=0)
+            out[name] = xp.max(values, axis=0)
         elif name.startswith("episode_") and count is not None:
-            total = jnp.sum(count, axis=0)
-            weighted = jnp.sum(jnp.where(count > 0, values * count, 0.0), axis=0)
-            out[name] = jnp.where(total > 0, weighted / jnp.maximum(total, 1.0), jnp.nan)
+            total = xp.sum(count, axis=0)
+            weighted = xp.sum(xp.where(count > 0, values * count, 0.0), axis=0)
+            out[name] = xp.where(total > 0, weighted / xp.maximum(total, 1.0), xp.nan)
         else:
-            out[name] = jnp.mean(values.astype(jnp.float32), axis=0)
+            out[name] = xp.mean(values.astype(xp.float32), axis=0)
     return out
 
 

@@ -127,6 +127,18 @@ class AsyncWorkers:
                            donate_argnums=0)
         to = jax.device_put
         server_device = self.learner_device
+
+        def on_server(x):
+            return jax.ShapeDtypeStruct(
+                x.shape, x.dtype, sharding=jax.sharding.SingleDeviceSharding(server_device))
+
+        # The workers' and copies' slices out of the state and back, compiled ahead too
+        # (as eager ops they compiled inside the first chunk: ~0.5 s of "training").
+        split_fn = jax.jit(lambda tree: [_worker_slice(tree, k) for k in range(num_workers)])
+        by_worker = (state.workers, state.copies)
+        split = split_fn.lower(jax.tree.map(on_server, by_worker)).compile()
+        stack = jax.jit(_stack_workers).lower(
+            jax.tree.map(on_server, jax.eval_shape(split_fn, by_worker))).compile()
         example_copy = _worker_slice(state.copies, 0)
         on_host = "host_worker" in parts
         if on_host:
@@ -151,9 +163,7 @@ class AsyncWorkers:
                                         state.hparams)[1]
             serve_program = serve_fn.lower(
                 to(state.server, server_device),
-                jax.tree.map(lambda s: jax.ShapeDtypeStruct(
-                    s.shape, s.dtype,
-                    sharding=jax.sharding.SingleDeviceSharding(server_device)), push_shape),
+                jax.tree.map(on_server, push_shape),
                 to(example_copy, server_device), to(state.hparams, server_device)).compile()
         num_updates = self.algo.num_updates
         schedule = self.schedule
@@ -175,15 +185,14 @@ class AsyncWorkers:
         def warm_host(state, length):
             """``length`` warm-up updates on host envs: each worker in turn acts and
             stores, with no push."""
-            workers = [_worker_slice(state.workers, k) for k in range(num_workers)]
-            copies = [_worker_slice(state.copies, k) for k in range(num_workers)]
+            workers, copies = map(list, zip(*split((state.workers, state.copies))))
             log = []
             for i in range(length * num_workers):
                 k = i % num_workers
                 workers[k], metrics = parts["host_warmup"](
                     self.host_envs[k], workers[k], copies[k], state.hparams)
                 log.append(metrics)
-            return (state.replace(workers=_stack_workers(workers)),
+            return (state.replace(workers=stack(list(zip(workers, copies)))[0]),
                     _rows(jax.device_get(log), length, num_workers))
 
         def warm(state, length):
@@ -215,10 +224,9 @@ class AsyncWorkers:
             quota = n * num_workers
             server = to(state.server, server_device)
             server_hparams = to(state.hparams, server_device)
-            own = [{"worker": to(_worker_slice(state.workers, k), d),
-                    "copy": to(_worker_slice(state.copies, k), d),
-                    "hparams": to(state.hparams, d)}
-                   for k, d in enumerate(self.worker_devices)]
+            sliced = split(to((state.workers, state.copies), server_device))
+            own = [{"worker": to(worker, d), "copy": to(copy, d), "hparams": to(state.hparams, d)}
+                   for (worker, copy), d in zip(sliced, self.worker_devices)]
             log: list[dict] = []
             order: list[int] = []
             lock = threading.Lock()
@@ -276,10 +284,9 @@ class AsyncWorkers:
                     t.join()
                 if errors:
                     raise errors[0]
-            state = state.replace(
-                server=server,
-                workers=_stack_workers([to(o["worker"], server_device) for o in own]),
-                copies=_stack_workers([to(o["copy"], server_device) for o in own]))
+            workers, copies = stack([(to(o["worker"], server_device), to(o["copy"], server_device))
+                                     for o in own])
+            state = state.replace(server=server, workers=workers, copies=copies)
             state = to(state, server_device)
             self.last_order = order
             return state, _rows(jax.device_get(log), n, num_workers)
@@ -295,5 +302,5 @@ def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int
     for name in log[0]:
         values = np.stack([np.asarray(entry[name]) for entry in log])  # [n*K, S]
         by_worker[name] = np.moveaxis(values.reshape((n, num_workers) + values.shape[1:]), 1, 0)
-    rows = combine_worker_metrics(by_worker)  # [n, S]
+    rows = combine_worker_metrics(by_worker, xp=np)  # [n, S], on the host: nothing compiles
     return {name: np.asarray(values).T for name, values in rows.items()}  # [S, n]
