@@ -85,6 +85,45 @@ def _parser() -> argparse.ArgumentParser:
                           "round-robin order inside one compiled program")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
+    c = sub.add_parser(
+        "compare", help="train several algorithms and runtimes on one env, side by side",
+        description="Trains every entry on the same env and seeds and prints one table: "
+                    "final return, env steps/s, compile and training seconds, and with "
+                    "--target the env steps and seconds each took to reach it.")
+    c.add_argument("entries", nargs="*", metavar="ENTRY",
+                   help="ALGO (its update as one program), ALGO@threads (a3c, a2c, "
+                        "gorila: workers as host threads), ALGO@actor-learner (apex, "
+                        "impala: two devices at once) or ALGO@devices=N (data parallel); "
+                        "default: every algorithm that trains on the env, as one program")
+    c.add_argument("--env", default="CartPole-v1", help="environment id (default CartPole-v1)")
+    c.add_argument("--seeds", type=int, default=1,
+                   help="seeds per entry, trained as one vmapped batch (default 1)")
+    c.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    c.add_argument("--total-timesteps", default=None,
+                   help="environment steps per seed for every entry (default: each "
+                        "algorithm's own)")
+    c.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="[ALGO.]FIELD=VALUE",
+                   help="a Config field for every entry that has it, or with ALGO. for one "
+                        "algorithm's entries (repeatable)")
+    c.add_argument("--target", type=float, default=None, metavar="RETURN",
+                   help="also report the env steps and training seconds each entry took "
+                        "to reach this return (mean over seeds of the trailing 5%% of "
+                        "updates)")
+    c.add_argument("--eval-envs", type=int, default=0, metavar="N",
+                   help="also each entry's greedy return: one episode in each of N envs "
+                        "per seed")
+    c.add_argument("--chunks", type=int, default=20,
+                   help="chunks per entry: the resolution of the wall-clock curve")
+    c.add_argument("--out", default=None, metavar="FILE.json",
+                   help="write the rows (with their learning curves) as JSON, after every "
+                        "entry")
+    c.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="save return against env steps and against seconds (matplotlib)")
+    c.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    c.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    c.add_argument("--no-compile-cache", action="store_true",
+                   help="do not keep compiled programs on disk (see train --help)")
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
     ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoint.npz)")
     ev.add_argument("--log-dir", dest="log_dir_option", metavar="LOG_DIR",
@@ -293,15 +332,15 @@ def _use_compile_cache() -> None:
     jax.config.update("jax_compilation_cache_dir", compile_cache_dir())
 
 
-def _two_cpu_devices() -> None:
-    """Asks XLA for two CPU devices (one per half of an actor-learner run) unless the
-    device count is already set. XLA reads the flag when jax first touches a device, so
-    this works after ``import jax`` as long as nothing has run yet; on GPU and TPU the
-    accelerators are used and the CPU devices stay idle."""
+def _cpu_devices(count: int = 2) -> None:
+    """Asks XLA for ``count`` CPU devices (e.g. one per half of an actor-learner run)
+    unless the device count is already set. XLA reads the flag when jax first touches a
+    device, so this works after ``import jax`` as long as nothing has run yet; on GPU and
+    TPU the accelerators are used and the CPU devices stay idle."""
     flag = "--xla_force_host_platform_device_count"
     flags = os.environ.get("XLA_FLAGS", "")
     if flag not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {flag}=2".strip()
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}={count}".strip()
 
 
 def cmd_train(args) -> int:
@@ -322,7 +361,7 @@ def cmd_train(args) -> int:
     if args.chunks < 1:
         raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
     if args.actor_learner:
-        _two_cpu_devices()
+        _cpu_devices(2)
     _start_hosts(args)
     module = algos.get(args.algo)
     cfg = _config(args)
@@ -469,6 +508,62 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
     return rows
 
 
+def cmd_compare(args) -> int:
+    from jaxrl_par import compare
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds={args.seeds}: give the number of seeds, >= 1")
+    if args.chunks < 1:
+        raise ValueError(f"--chunks={args.chunks}: give the number of chunks per entry, >= 1")
+    entries = [compare.Entry.parse(e) for e in args.entries]
+    needed = max((e.devices_needed for e in entries), default=1)
+    if needed > 1:
+        _cpu_devices(needed)  # before jax touches a device
+    if not args.no_compile_cache:
+        _use_compile_cache()
+    if args.plot:  # fail before training, not after
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValueError("--plot needs matplotlib: pip install matplotlib") from None
+    entries = entries or compare.default_entries(args.env)
+    total = None
+    if args.total_timesteps is not None:
+        try:
+            total = int(float(args.total_timesteps))
+        except ValueError:
+            raise ValueError(f"--total-timesteps={args.total_timesteps!r}: give a number "
+                             "of env steps, e.g. 5e5") from None
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    summary = {"env": args.env, "seeds": seeds, "target": args.target, "rows": []}
+
+    def save(row):
+        summary["rows"].append(row.to_record())
+        if args.out:
+            tmp = f"{args.out}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(summary, f, indent=1)
+            os.replace(tmp, args.out)  # a reader never sees half a file
+
+    rows = compare.compare(entries, args.env, seeds, total_timesteps=total,
+                           overrides=args.overrides, target=args.target,
+                           eval_envs=args.eval_envs, num_chunks=args.chunks,
+                           progress=not args.no_progress, on_row=save)
+    out = sys.stderr if args.json else sys.stdout
+    print(f"{args.env}, seeds {seeds}:", file=out)
+    print(compare.table(rows, args.target), file=out)
+    if args.plot and rows:
+        compare.plot(rows, args.plot, args.target)
+        print(f"plot: {args.plot}", file=out)
+    if args.json:
+        print(json.dumps(summary))
+    if rows and rows[-1].interrupted:
+        print(f"jaxrl-par: interrupted during {rows[-1].entry.name}; later entries did not "
+              "run", file=sys.stderr)
+        return 128 + (rows[-1].stop_signal or signal.SIGINT)
+    return 0
+
+
 def cmd_eval(args) -> int:
     from jaxrl_par.evaluate import greedy_returns
     from jaxrl_par.runs import load_run
@@ -567,6 +662,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_train(args)
         if args.command == "eval":
             return cmd_eval(args)
+        if args.command == "compare":
+            return cmd_compare(args)
         return cmd_list(args)
     except (ValueError, FloatingPointError, FileNotFoundError) as e:
         print(f"jaxrl-par: error: {e}", file=sys.stderr)

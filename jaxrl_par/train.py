@@ -111,6 +111,11 @@ class TrainResult:
       updates_run: updates trained by this call (fewer than ``U`` on a resumed run; 0
         when the resumed run had already finished, and then nothing was compiled and
         ``steps_per_second`` is 0).
+      chunk_ends: ``[C]`` updates done (counted from the run's start) after each chunk
+        this call trained.
+      chunk_seconds: ``[C]`` wall seconds from the start of this call's training loop
+        to the end of each of those chunks (compilation excluded; the last is about
+        ``train_seconds``): a learning curve against wall-clock time.
     """
 
     state: Any
@@ -124,6 +129,10 @@ class TrainResult:
     stop_signal: int | None = None
     updates_run: int = 0
     hparams: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    chunk_ends: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros(0, np.int64))
+    chunk_seconds: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros(0, np.float64))
 
     @property
     def returns(self) -> np.ndarray:
@@ -141,13 +150,23 @@ class TrainResult:
 
     def final_returns(self, fraction: float = 0.05) -> np.ndarray:
         """``[S]`` mean episode return over the last ``fraction`` of updates, per seed."""
+        return self.trailing_returns(fraction)[:, -1]
+
+    def trailing_returns(self, fraction: float = 0.05) -> np.ndarray:
+        """``[S, U]``: at every update, each seed's mean episode return over the
+        trailing ``ceil(fraction * U)`` updates, leaving out updates where no episode
+        finished (where none in the window did, the last return before it; NaN before
+        the first). Its last column is :meth:`final_returns`."""
         r = np.asarray(self.metrics["episode_return"], dtype=np.float64)
-        k = max(1, int(math.ceil(r.shape[1] * fraction)))
-        tail = r[:, -k:]
-        finished = ~np.isnan(tail)
-        mean = np.where(finished, tail, 0.0).sum(axis=1) / np.maximum(finished.sum(axis=1), 1)
-        # Where no episode finished at the end, report the last one that did.
-        return np.where(finished.any(axis=1), mean, self.returns[:, -1])
+        k = max(1, math.ceil(r.shape[1] * fraction))
+        finished = ~np.isnan(r)
+        zero = np.zeros((r.shape[0], 1))
+        sums = np.concatenate([zero, np.cumsum(np.where(finished, r, 0.0), axis=1)], axis=1)
+        counts = np.concatenate([zero, np.cumsum(finished, axis=1)], axis=1)
+        hi = np.arange(1, r.shape[1] + 1)
+        lo = np.maximum(hi - k, 0)
+        total, count = sums[:, hi] - sums[:, lo], counts[:, hi] - counts[:, lo]
+        return np.where(count > 0, total / np.maximum(count, 1), self.returns)
 
 
 def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[int]]:
@@ -478,6 +497,8 @@ def train(
                    initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
     t_start = time.perf_counter()
     updates_run = 0
+    chunk_ends: list[int] = []
+    chunk_seconds: list[float] = []
     # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.interrupt); not across
     # hosts. The bar closes however the loop ends.
     with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
@@ -497,6 +518,8 @@ def train(
                              algo.env_steps_per_update)
             done_updates += n_valid
             updates_run += n_valid
+            chunk_ends.append(done_updates)
+            chunk_seconds.append(time.perf_counter() - t_start)
             if pbt is not None and done_updates < num_updates:
                 state, current = _pbt_step(pbt, state, rows, current, seed_list, done_updates,
                                            algo.config, log_dir if is_main else None)
@@ -538,6 +561,8 @@ def train(
         stop_signal=stop.signum if interrupted else None,
         updates_run=updates_run,
         hparams=current,
+        chunk_ends=np.asarray(chunk_ends, np.int64),
+        chunk_seconds=np.asarray(chunk_seconds, np.float64),
     )
 
 
