@@ -456,13 +456,21 @@ def plot(rows: Sequence[Row], path: str, target: float | None = None) -> None:
     except ImportError as e:
         raise ImportError("plotting needs matplotlib: pip install matplotlib (or "
                           "pip install -e '.[bench]')") from e
-    fig, (ax_steps, ax_secs) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_steps, ax_secs) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # A colour per algorithm, a line style per runtime.
+    colours = dict(zip(dict.fromkeys(r.entry.algo for r in rows),
+                       plt.get_cmap("tab10").colors * 2))
+    styles = dict(zip(RUNTIMES, ["-", "--", ":", "-."]))
     for r in rows:
         ret = np.array([np.nan if x is None else x for x in r.curve["return"]])
         secs = np.array([np.nan if x is None else x for x in r.curve["seconds"]])
-        ax_steps.plot(r.curve["env_steps"], ret, label=r.entry.name)
-        ax_secs.plot(secs, ret, label=r.entry.name)
-    for ax, label in ((ax_steps, "env steps per seed"), (ax_secs, "training seconds")):
+        kw = {"label": r.entry.name, "color": colours[r.entry.algo],
+              "ls": styles[r.entry.runtime], "lw": 1.3}
+        ax_steps.plot(r.curve["env_steps"], ret, **kw)
+        ax_secs.plot(secs, ret, **kw)
+    ax_secs.set_xscale("log")
+    for ax, label in ((ax_steps, "env steps per seed"),
+                      (ax_secs, "training seconds (log scale)")):
         ax.set_xlabel(label)
         ax.set_ylabel("return (trailing mean over seeds)")
         if target is not None:

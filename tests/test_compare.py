@@ -183,6 +183,7 @@ def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "jaxrl_par", "compare", "a2c", "a3c@threads", "--seeds", "2",
          "--total-timesteps", "4096", "--target", "15", "--out", str(out), "--json",
+         "--plot", str(tmp_path / "compare.png"),
          "--no-progress", "--no-compile-cache"],
         check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -195,6 +196,7 @@ def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
     assert threads["mean_staleness"] > 0 and len(threads["final_returns"]) == 2
     assert summary["rows"][0]["mean_staleness"] == 0  # A2C: one worker
     assert json.loads(out.read_text()) == summary
+    assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: [test]
     assert "| a3c@threads |" in proc.stderr  # the table goes to stderr with --json
     bad = subprocess.run([sys.executable, "-m", "jaxrl_par", "compare", "ppo@threads"],
                          check=False, capture_output=True, text=True, timeout=120,
