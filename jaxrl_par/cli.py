@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default=None, metavar="FILE.json",
                    help="write the rows (with their learning curves) as JSON, after every "
                         "entry")
+    c.add_argument("--resume", action="store_true",
+                   help="with --out: keep the rows that FILE.json already holds for these "
+                        "entries (same env, seeds and config) and train only the others")
     c.add_argument("--plot", default=None, metavar="FILE.png",
                    help="save return against env steps and against seconds (matplotlib)")
     c.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
@@ -535,7 +538,9 @@ def cmd_compare(args) -> int:
             raise ValueError(f"--total-timesteps={args.total_timesteps!r}: give a number "
                              "of env steps, e.g. 5e5") from None
     seeds = list(range(args.seed, args.seed + args.seeds))
-    summary = {"env": args.env, "seeds": seeds, "target": args.target, "rows": []}
+    summary = {"env": args.env, "seeds": seeds, "target": args.target,
+               "eval_envs": args.eval_envs, "rows": []}
+    done = _finished_rows(args, summary) if args.resume else []
 
     def save(row):
         summary["rows"].append(row.to_record())
@@ -548,7 +553,7 @@ def cmd_compare(args) -> int:
     rows = compare.compare(entries, args.env, seeds, total_timesteps=total,
                            overrides=args.overrides, target=args.target,
                            eval_envs=args.eval_envs, num_chunks=args.chunks,
-                           progress=not args.no_progress, on_row=save)
+                           progress=not args.no_progress, on_row=save, done=done)
     out = sys.stderr if args.json else sys.stdout
     print(f"{args.env}, seeds {seeds}:", file=out)
     print(compare.table(rows, args.target), file=out)
@@ -562,6 +567,27 @@ def cmd_compare(args) -> int:
               "run", file=sys.stderr)
         return 128 + (rows[-1].stop_signal or signal.SIGINT)
     return 0
+
+
+def _finished_rows(args, summary: dict) -> list[dict]:
+    """The rows of ``--out`` that ``--resume`` keeps: none if the file does not exist
+    yet; an error if it was written for another env, seeds, target or evaluation."""
+    if not args.out:
+        raise ValueError("--resume keeps the rows of --out FILE.json: give --out")
+    if not os.path.exists(args.out):
+        return []
+    try:
+        with open(args.out) as f:
+            before = json.load(f)
+        rows = before["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--resume: cannot read the rows of {args.out} ({e})") from None
+    for key in ("env", "seeds", "target", "eval_envs"):
+        if before.get(key) != summary[key]:
+            raise ValueError(f"--resume: {args.out} holds a comparison with {key} "
+                             f"{before.get(key)!r}, not {summary[key]!r}; give the same, "
+                             "or another --out")
+    return rows
 
 
 def cmd_eval(args) -> int:

@@ -233,6 +233,8 @@ class Row:
     curve: dict[str, list] = dataclasses.field(default_factory=dict)
     interrupted: bool = False
     stop_signal: int | None = None
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reused: bool = False
 
     @property
     def final_return(self) -> float | None:
@@ -255,7 +257,7 @@ class Row:
             "compile_seconds": self.compile_seconds, "train_seconds": self.train_seconds,
             "steps_to_target": self.steps_to_target,
             "seconds_to_target": self.seconds_to_target, **self.lag,
-            "curve": self.curve,
+            "config": self.config, "curve": self.curve,
         }
         if self.greedy_returns is not None:
             out["greedy_return"] = float(np.mean(self.greedy_returns))
@@ -264,10 +266,25 @@ class Row:
             out["interrupted"] = True
         return out
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Row:
+        """The row that :meth:`to_record` wrote (marked ``reused``)."""
+        lag = {k: record[k] for k in ("mean_staleness", "mean_policy_lag") if k in record}
+        return cls(entry=Entry.parse(record["entry"]), env=record["env"],
+                   seeds=list(record["seeds"]), devices=record["devices"],
+                   env_steps=record["env_steps"], final_returns=record["final_returns"],
+                   steps_per_second=record["steps_per_second"],
+                   compile_seconds=record["compile_seconds"],
+                   train_seconds=record["train_seconds"],
+                   steps_to_target=record["steps_to_target"],
+                   seconds_to_target=record["seconds_to_target"],
+                   greedy_returns=record.get("greedy_returns"), lag=lag,
+                   curve=record["curve"], config=record.get("config", {}), reused=True)
+
 
 def row_of(entry: Entry, env_id: str, result, target: float | None = None,
            greedy: np.ndarray | None = None, devices: int | None = None,
-           curve_points: int = 200) -> Row:
+           config: dict[str, Any] | None = None, curve_points: int = 200) -> Row:
     """The :class:`Row` of ``entry`` from its :class:`~jaxrl_par.train.TrainResult`
     (trained on ``devices`` devices; default :attr:`Entry.devices_needed`)."""
     per_seed = result.final_returns()
@@ -302,7 +319,7 @@ def row_of(entry: Entry, env_id: str, result, target: float | None = None,
         steps_to_target=steps_to, seconds_to_target=seconds_to,
         greedy_returns=None if greedy is None else [float(x) for x in greedy],
         lag=lag, curve=curve, interrupted=bool(result.interrupted),
-        stop_signal=result.stop_signal)
+        stop_signal=result.stop_signal, config=config or {})
 
 
 def check_devices(entries: Sequence[Entry]) -> None:
@@ -323,7 +340,8 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
             total_timesteps: int | None = None, overrides: Sequence[str] = (),
             target: float | None = None, eval_envs: int = 0, num_chunks: int = 20,
             progress: bool = True,
-            on_row: Callable[[Row], None] | None = None) -> list[Row]:
+            on_row: Callable[[Row], None] | None = None,
+            done: Sequence[dict[str, Any]] = ()) -> list[Row]:
     """Trains every entry on ``env_id`` at the same seeds and returns one :class:`Row`
     each, in order.
 
@@ -346,13 +364,17 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
       num_chunks: chunks per entry: the wall-clock curve's resolution.
       progress: a line per entry and ``train``'s progress bar.
       on_row: called with each row as it finishes (e.g. to save results as they come).
+      done: rows finished before (:meth:`Row.to_record`, e.g. read back from a file
+        that ``on_row`` wrote): an entry whose row is here, with the same env, seeds and
+        config, is not trained again (its row is :meth:`Row.from_record`); one with
+        other settings is an error naming them. Interrupted rows are trained again.
 
     A Ctrl-C or SIGTERM during an entry's training stops after its chunk (as
     :func:`~jaxrl_par.train.train` does); that row is marked ``interrupted`` and no
     later entry runs.
     """
     from jaxrl_par.evaluate import greedy_returns
-    from jaxrl_par.train import train
+    from jaxrl_par.train import config_record, train
 
     entries = [Entry.parse(e) if isinstance(e, str) else e for e in entries]
     if not entries:
@@ -372,9 +394,23 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
             message = str(err)
             raise ValueError(message if message.startswith(e.name)
                              else f"{e.name}: {message}") from None
-    check_devices(entries)
+    records = [config_record(algo) for algo in made]
+    earlier = {d["entry"]: d for d in done if not d.get("interrupted")}
+    for entry, record in zip(entries, records):
+        if entry.name in earlier:
+            _check_same(earlier[entry.name], env_id, list(seeds), record)
+    check_devices([e for e in entries if e.name not in earlier])
     rows: list[Row] = []
-    for i, (entry, algo) in enumerate(zip(entries, made)):
+    for i, (entry, algo, record) in enumerate(zip(entries, made, records)):
+        if entry.name in earlier:
+            row = Row.from_record(earlier[entry.name])
+            if progress:
+                print(f"jaxrl_par: [{i + 1}/{len(entries)}] {entry.name}: finished before, "
+                      "its row is reused", file=sys.stderr, flush=True)
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            continue
         kw: dict[str, Any] = {}
         if entry.runtime == "threads":
             kw["async_workers"] = True
@@ -400,7 +436,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
 
                 state = parallel.unreplicate(parallel.to_host(state))
             greedy = greedy_returns(algo, state, num_envs=eval_envs)
-        row = row_of(entry, env_id, result, target, greedy, entry.devices_used())
+        row = row_of(entry, env_id, result, target, greedy, entry.devices_used(), record)
         if progress:
             print(f"jaxrl_par: {entry.name} done in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr, flush=True)
@@ -410,6 +446,21 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         if result.interrupted:
             break
     return rows
+
+
+def _check_same(record: dict[str, Any], env_id: str, seeds: list[int],
+                config: dict[str, Any]) -> None:
+    """``ValueError`` naming what differs between a finished row and an entry now."""
+    diff = [f"env {record['env']!r} (now {env_id!r})"] if record["env"] != env_id else []
+    if list(record["seeds"]) != seeds:
+        diff.append(f"seeds {record['seeds']} (now {seeds})")
+    before = record.get("config", {})
+    diff += [f"{k}={before.get(k)!r} (now {config.get(k)!r})"
+             for k in sorted(set(before) | set(config)) if before.get(k) != config.get(k)]
+    if diff:
+        raise ValueError(f"{record['entry']} finished before with other settings: "
+                         f"{'; '.join(diff[:6])}; compare with those, or start afresh "
+                         "(another --out, or without --resume)")
 
 
 def table(rows: Sequence[Row], target: float | None = None) -> str:

@@ -422,7 +422,7 @@ def train(
     data_shards = int(sharded.mesh.shape[axes.DATA]) if sharded else None
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
-    record = _config_record(algo)
+    record = config_record(algo)
     _check_log_dir(log_dir, resume)
     resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
     relayout = None
@@ -606,7 +606,7 @@ def _resumed_lanes(path: str, meta: dict, lanes: dict[str, np.ndarray], given: b
 RESUMABLE_CHANGES = frozenset({"axis_name"})
 
 
-def _config_record(algo: Algorithm) -> dict:
+def config_record(algo: Algorithm) -> dict:
     """The algorithm's config class and fields as JSON values (tuples become lists)."""
     cfg = algo.config
     fields = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
@@ -651,7 +651,7 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
 
 def _absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
     """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
-    JSON value like ``_config_record``'s, and the names in the config's
+    JSON value like ``config_record``'s, and the names in the config's
     ``LEGACY_VALUES`` (see :func:`jaxrl_par.runs.legacy_values`)."""
     from jaxrl_par import runs
 

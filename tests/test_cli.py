@@ -93,14 +93,14 @@ def test_load_run_errors_name_the_problem(tmp_path):
                                     "hidden_sizes": [32, 16], "axis_name": "data"})
     assert name == "dqn" and cfg.hidden_sizes == (32, 16) and cfg.axis_name is None
     # Arrays that fit neither one device's state nor a mesh's [S, D, ...] form of it.
-    from jaxrl_par.train import _config_record
+    from jaxrl_par.train import config_record
 
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
     wrong = jax.tree.map(lambda x: jax.numpy.stack([x, x, x], axis=-1), state)
     checkpoint.save(str(tmp_path / "checkpoint.npz"), wrong,
-                    {"updates_done": 1, "seeds": [0], "config": _config_record(algo)})
+                    {"updates_done": 1, "seeds": [0], "config": config_record(algo)})
     with pytest.raises(ValueError, match="leaf 0 has shape"):
         load_run(str(tmp_path))
 
@@ -109,13 +109,13 @@ def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
     """The template is shapes only (nothing allocated twice), checked against free memory
     first; then the state read equals the one saved, PRNG keys included."""
     from jaxrl_par import memory
-    from jaxrl_par.train import _config_record
+    from jaxrl_par.train import config_record
 
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(3), 2))
     checkpoint.save(str(tmp_path / "checkpoint.npz"), state,
-                    {"updates_done": 1, "seeds": [0, 1], "config": _config_record(algo)})
+                    {"updates_done": 1, "seeds": [0, 1], "config": config_record(algo)})
     run = load_run(str(tmp_path))
     for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state)):
         assert a.dtype == b.dtype
@@ -190,7 +190,7 @@ def test_cli_config_file_then_flags_on_top(tmp_path):
                          learning_rate=1e-3, total_timesteps=8 * 128 * 3)
     algo = ppo.make(run_cfg)
     written = tmp_path / "config.json"  # as train writes it
-    written.write_text(json.dumps({"config": train_mod._config_record(algo), "seeds": [0],
+    written.write_text(json.dumps({"config": train_mod.config_record(algo), "seeds": [0],
                                    "num_updates": 3, "data_shards": None}))
     assert _cfg(["train", "ppo", "--config", str(written)]) == run_cfg
     again = _cfg(["train", "ppo", "--config", str(written), "--set", "num_envs=16",
@@ -203,14 +203,14 @@ def test_cli_config_file_then_flags_on_top(tmp_path):
         num_envs=16, hidden_sizes=(128, 128), gamma=0.995)
     # Seeds: the run's own unless --seed or --seeds is given (a plain file has none).
     from jaxrl_par.cli import _parser, _seeds
-    written.write_text(json.dumps({"config": train_mod._config_record(algo), "seeds": [3, 4]}))
+    written.write_text(json.dumps({"config": train_mod.config_record(algo), "seeds": [3, 4]}))
     seeds = lambda *flags: _seeds(_parser().parse_args(["train", "ppo", *flags]))
     assert seeds("--config", str(written)) == [3, 4]
     assert seeds("--config", str(written), "--seed", "7") == [7]
     assert seeds("--config", str(written), "--seeds", "2") == [0, 1]
     assert seeds("--config", str(plain)) == [0] and seeds() == [0]
     # A run recorded before normalize_rewards existed trained without it.
-    older = {k: v for k, v in train_mod._config_record(algo).items() if k != "normalize_rewards"}
+    older = {k: v for k, v in train_mod.config_record(algo).items() if k != "normalize_rewards"}
     written.write_text(json.dumps({"config": older}))
     assert _cfg(["train", "ppo", "--config", str(written)]) == dataclasses.replace(
         run_cfg, normalize_rewards=False)
@@ -220,7 +220,7 @@ def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
     from jaxrl_par import train as train_mod
 
     written = tmp_path / "config.json"
-    written.write_text(json.dumps({"config": train_mod._config_record(ppo.make(ppo.Config()))}))
+    written.write_text(json.dumps({"config": train_mod.config_record(ppo.make(ppo.Config()))}))
     unknown = tmp_path / "unknown.json"
     unknown.write_text(json.dumps({"num_envz": 3}))
     broken = tmp_path / "broken.json"

@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl_par import algos, compare
 from jaxrl_par.compare import Entry
-from jaxrl_par.train import TrainResult, train
+from jaxrl_par.train import TrainResult, config_record, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -155,6 +155,25 @@ def test_targets_are_read_off_the_curves_in_steps_and_measured_seconds():
     assert "| ppo | synchronous" in compare.table([row], 55.0)
 
 
+def test_finished_rows_are_reused_and_other_settings_named():
+    row = compare.Row(entry=Entry("a2c"), env="CartPole-v1", seeds=[0], devices=1,
+                      env_steps=4096, final_returns=[30.0], steps_per_second=1.0,
+                      compile_seconds=1.0, train_seconds=1.0, curve={"return": [30.0]},
+                      config=config_record(algos.get("a2c").make(
+                          compare.entry_config(Entry("a2c"), "CartPole-v1", 4096))))
+    record = row.to_record()
+    again = compare.compare(["a2c"], "CartPole-v1", [0], total_timesteps=4096, done=[record],
+                            progress=False)  # nothing trains: the row comes back
+    assert again[0].reused and again[0].to_record() == record
+    with pytest.raises(ValueError, match=r"a2c finished before with other settings: "
+                                         r"learning_rate=0.001 \(now 0.002\)"):
+        compare.compare(["a2c"], "CartPole-v1", [0], total_timesteps=4096, done=[record],
+                        overrides=["learning_rate=2e-3"], progress=False)
+    with pytest.raises(ValueError, match=r"seeds \[0\] \(now \[1\]\)"):
+        compare.compare(["a2c"], "CartPole-v1", [1], total_timesteps=4096, done=[record],
+                        progress=False)
+
+
 SMALL = "total_timesteps=4096"
 
 
@@ -180,12 +199,11 @@ def test_compare_trains_each_entry_as_train_does_and_times_its_chunks():
 
 def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
     out = tmp_path / "compare.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrl_par", "compare", "a2c", "a3c@threads", "--seeds", "2",
-         "--total-timesteps", "4096", "--target", "15", "--out", str(out), "--json",
-         "--plot", str(tmp_path / "compare.png"),
-         "--no-progress", "--no-compile-cache"],
-        check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    args = [sys.executable, "-m", "jaxrl_par", "compare", "a2c", "a3c@threads", "--seeds",
+            "2", "--total-timesteps", "4096", "--target", "15", "--out", str(out), "--json",
+            "--plot", str(tmp_path / "compare.png"), "--no-compile-cache"]
+    proc = subprocess.run(args + ["--no-progress"], check=False, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["entry"] for r in summary["rows"]] == ["a2c", "a3c@threads"]
@@ -198,6 +216,14 @@ def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
     assert json.loads(out.read_text()) == summary
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: [test]
     assert "| a3c@threads |" in proc.stderr  # the table goes to stderr with --json
+    again = subprocess.run(args + ["--resume"], check=False, capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("finished before, its row is reused") == 2
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == summary
+    other = subprocess.run(args + ["--resume", "--target", "20"], check=False,
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert other.returncode == 2 and "holds a comparison with target 15.0" in other.stderr
     bad = subprocess.run([sys.executable, "-m", "jaxrl_par", "compare", "ppo@threads"],
                          check=False, capture_output=True, text=True, timeout=120,
                          cwd=tmp_path)
