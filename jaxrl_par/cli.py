@@ -530,13 +530,9 @@ def cmd_compare(args) -> int:
         except ImportError:
             raise ValueError("--plot needs matplotlib: pip install matplotlib") from None
     entries = entries or compare.default_entries(args.env)
-    total = None
-    if args.total_timesteps is not None:
-        try:
-            total = int(float(args.total_timesteps))
-        except ValueError:
-            raise ValueError(f"--total-timesteps={args.total_timesteps!r}: give a number "
-                             "of env steps, e.g. 5e5") from None
+    # parsed and checked as each Config's own field, as train's --total-timesteps is
+    overrides = ([f"total_timesteps={args.total_timesteps}"]
+                 if args.total_timesteps is not None else []) + args.overrides
     seeds = list(range(args.seed, args.seed + args.seeds))
     summary = {"env": args.env, "seeds": seeds, "target": args.target,
                "eval_envs": args.eval_envs, "rows": []}
@@ -550,8 +546,7 @@ def cmd_compare(args) -> int:
                 json.dump(summary, f, indent=1)
             os.replace(tmp, args.out)  # a reader never sees half a file
 
-    rows = compare.compare(entries, args.env, seeds, total_timesteps=total,
-                           overrides=args.overrides, target=args.target,
+    rows = compare.compare(entries, args.env, seeds, overrides=overrides, target=args.target,
                            eval_envs=args.eval_envs, num_chunks=args.chunks,
                            progress=not args.no_progress, on_row=save, done=done)
     out = sys.stderr if args.json else sys.stdout
