@@ -520,8 +520,10 @@ def cmd_compare(args) -> int:
         raise ValueError(f"--chunks={args.chunks}: give the number of chunks per entry, >= 1")
     entries = [compare.Entry.parse(e) for e in args.entries]
     needed = max((e.devices_needed for e in entries), default=1)
+    if not entries and args.env.startswith("gymnasium:"):
+        needed = 2  # the default host entries include impala@actor-learner
     if needed > 1:
-        _cpu_devices(needed)  # before jax touches a device
+        _cpu_devices(needed)  # before jax touches a device (importing gymnax does)
     if not args.no_compile_cache:
         _use_compile_cache()
     if args.plot:  # fail before training, not after

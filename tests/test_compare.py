@@ -43,6 +43,19 @@ def test_bad_entries_name_the_fix(text, message):
         Entry.parse(text)
 
 
+def test_default_entries_are_what_trains_on_the_env():
+    assert [e.name for e in compare.default_entries("CartPole-v1")] == [
+        "a2c", "a3c", "apex", "dqn", "gorila", "impala", "ppo"]
+    assert [e.name for e in compare.default_entries("Pendulum-v1")] == [
+        "a2c", "a3c", "impala", "ppo", "sac"]
+    assert [e.name for e in compare.default_entries("gymnasium:CartPole-v1")] == [
+        "a3c@threads", "gorila@threads", "impala@actor-learner"]
+    assert [e.name for e in compare.default_entries("gymnasium:Pendulum-v1")] == [
+        "a3c@threads", "impala@actor-learner"]
+    with pytest.raises(ValueError, match="closest known ids: CartPole-v1"):
+        compare.default_entries("CartPol-v1")
+
+
 def test_every_algorithm_has_a_paradigm():
     assert set(compare.PARADIGMS) == set(algos.ALGORITHMS)
 
