@@ -40,6 +40,8 @@
 #   impala       benchmarks/impala.py: IMPALA beside PPO on CartPole and Breakout-MinAtar, and
 #                the policy-lag table (not in the default)
 #   sac          benchmarks/sac.py: our SAC vs rejax's SAC on Pendulum-v1 (not in the default)
+#   compare      `jaxrl-par compare` on CartPole, 4 seeds, target 475: every paradigm that
+#                runs on one device, with its defaults (not in the default)
 #
 # The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
 # their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
@@ -173,6 +175,9 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
               ${QUICK:---repeats 1} --out "$DEST/impala.json" ;;
     sac) section sac 240 "$PY" benchmarks/sac.py ${QUICK:+--steps 6000 --repeats 1 --seeds 1} \
            --out "$DEST/sac.json" ;;
+    compare) section compare 240 "$PY" -m jaxrl_par compare ppo a2c a3c a3c@threads impala \
+               dqn apex gorila --seeds 4 --target 475 --no-progress --no-compile-cache \
+               ${QUICK:+--total-timesteps 4096} --out "$DEST/compare.json" ;;
     actor_learner) section actor_learner 300 "$PY" benchmarks/actor_learner.py \
                      ${QUICK:---seeds 1,8 --repeats 3 --updates 20} \
                      --out "$DEST/actor_learner.json" ;;
