@@ -93,8 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("entries", nargs="*", metavar="ENTRY",
                    help="ALGO (its update as one program), ALGO@threads (a3c, a2c, "
                         "gorila: workers as host threads), ALGO@actor-learner (apex, "
-                        "impala: two devices at once) or ALGO@devices=N (data parallel); "
-                        "default: every algorithm that trains on the env, as one program")
+                        "impala: two devices at once) or ALGO@devices=N (data parallel), "
+                        "each optionally with settings of its own, e.g. "
+                        "dqn:prioritized=true:learning_rate=1e-3; default: every "
+                        "algorithm that trains on the env, as one program")
     c.add_argument("--env", default="CartPole-v1", help="environment id (default CartPole-v1)")
     c.add_argument("--seeds", type=int, default=1,
                    help="seeds per entry, trained as one vmapped batch (default 1)")

@@ -10,7 +10,10 @@ Each entry is an algorithm and the way its work is spread (its runtime), written
 * ``apex@actor-learner``, ``impala@actor-learner``: actors and learner on two devices at
   once (:mod:`jaxrl_par.parallel.actor_learner`);
 * ``ppo@devices=N`` (any algorithm with an ``axis_name``): data parallel over a mesh of
-  ``N`` devices (:mod:`jaxrl_par.parallel`).
+  ``N`` devices (:mod:`jaxrl_par.parallel`);
+* any of these followed by Config settings of the entry's own, ``:FIELD=VALUE`` each:
+  ``dqn:prioritized=true``, ``ppo@devices=2:num_envs=8``, so that one algorithm can be
+  compared with itself under other settings.
 
 Every entry trains the same seeds with :func:`jaxrl_par.train.train` and is reported in
 one row: its final return (as ``train`` reports it), env steps/s, compile and training
@@ -61,11 +64,13 @@ _RUNTIME_FIELD = {"threads": "num_workers", "actor-learner": "pipeline", "device
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One row of a comparison: ``algo`` run with ``runtime`` (on ``devices`` devices
-    for ``"devices"``)."""
+    for ``"devices"``), with its own Config ``settings`` (``"field=value"`` strings)
+    applied last."""
 
     algo: str
     runtime: str = "program"
     devices: int | None = None
+    settings: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.algo not in algos.ALGORITHMS:
@@ -79,11 +84,18 @@ class Entry:
                              "only with it")
         if self.devices is not None and self.devices < 1:
             raise ValueError(f"{self.name}: the device count must be >= 1")
+        for item in self.settings:
+            if "=" not in item or not item.partition("=")[0].strip():
+                raise ValueError(f"{self.name}: {item!r} is not FIELD=VALUE (an entry's own "
+                                 "settings: ALGO:FIELD=VALUE:FIELD=VALUE)")
 
     @classmethod
     def parse(cls, text: str) -> Entry:
-        """``"ppo"``, ``"a3c@threads"``, ``"apex@actor-learner"``, ``"ppo@devices=2"``."""
-        algo, _, runtime = text.strip().partition("@")
+        """``"ppo"``, ``"a3c@threads"``, ``"apex@actor-learner"``, ``"ppo@devices=2"``,
+        each optionally followed by settings of its own: ``"dqn:prioritized=true"``,
+        ``"ppo@devices=2:num_envs=8:learning_rate=1e-3"``."""
+        head, *settings = text.strip().split(":")
+        algo, _, runtime = head.partition("@")
         runtime = runtime.strip() or "program"
         devices = None
         if runtime.startswith("devices"):
@@ -95,15 +107,17 @@ class Entry:
             if devices is None:
                 raise ValueError(f"{text!r}: write ALGO@devices=N with N a number of devices")
             runtime = "devices"
-        return cls(algo.strip(), runtime, devices)
+        return cls(algo.strip(), runtime, devices, tuple(s.strip() for s in settings))
 
     @property
     def name(self) -> str:
         if self.runtime == "program":
-            return self.algo
-        if self.runtime == "devices":
-            return f"{self.algo}@devices={self.devices}"
-        return f"{self.algo}@{self.runtime}"
+            base = self.algo
+        elif self.runtime == "devices":
+            base = f"{self.algo}@devices={self.devices}"
+        else:
+            base = f"{self.algo}@{self.runtime}"
+        return ":".join((base, *self.settings))
 
     def paradigm(self, devices: int | None = None) -> str:
         """``"asynchronous workers, parameter server (host threads on 2 devices)"``: how
@@ -177,8 +191,8 @@ def split_overrides(overrides: Sequence[str], entries: Sequence[Entry]
 def entry_config(entry: Entry, env_id: str, total_timesteps: int | None = None,
                  overrides: Sequence[str] = ()):
     """The validated Config that ``entry`` trains with: the algorithm's defaults, then
-    ``env``, ``total_timesteps`` (if given) and ``overrides``, then what the runtime
-    needs (``pipeline=True``; ``axis_name`` for a mesh)."""
+    ``env``, ``total_timesteps`` (if given), ``overrides`` and the entry's own settings,
+    then what the runtime needs (``pipeline=True``; ``axis_name`` for a mesh)."""
     from jaxrl_par import axes
 
     cfg_cls = algos.get(entry.algo).Config
@@ -190,7 +204,8 @@ def entry_config(entry: Entry, env_id: str, total_timesteps: int | None = None,
         raise ValueError(f"{entry.name}: {entry.algo} has no {entry.runtime} runtime; it "
                          f"runs with {', '.join(able)}")
     sets = [f"env={env_id}", *([f"total_timesteps={total_timesteps}"]
-                               if total_timesteps is not None else []), *overrides]
+                               if total_timesteps is not None else []), *overrides,
+            *entry.settings]
     cfg = apply_overrides(cfg_cls(), sets)
     if entry.runtime == "actor-learner":
         cfg = dataclasses.replace(cfg, pipeline=True)
@@ -508,14 +523,13 @@ def plot(rows: Sequence[Row], path: str, target: float | None = None) -> None:
         raise ImportError("plotting needs matplotlib: pip install matplotlib (or "
                           "pip install -e '.[bench]')") from e
     fig, (ax_steps, ax_secs) = plt.subplots(1, 2, figsize=(12, 4.5))
-    # A colour per algorithm, a line style per runtime.
-    colours = dict(zip(dict.fromkeys(r.entry.algo for r in rows),
-                       plt.get_cmap("tab10").colors * 2))
+    # A colour per entry (tab20 past 10), a line style per runtime.
+    palette = plt.get_cmap("tab10" if len(rows) <= 10 else "tab20").colors
     styles = dict(zip(RUNTIMES, ["-", "--", ":", "-."]))
-    for r in rows:
+    for i, r in enumerate(rows):
         ret = np.array([np.nan if x is None else x for x in r.curve["return"]])
         secs = np.array([np.nan if x is None else x for x in r.curve["seconds"]])
-        kw = {"label": r.entry.name, "color": colours[r.entry.algo],
+        kw = {"label": r.entry.name, "color": palette[i % len(palette)],
               "ls": styles[r.entry.runtime], "lw": 1.3}
         ax_steps.plot(r.curve["env_steps"], ret, **kw)
         ax_secs.plot(secs, ret, **kw)

@@ -29,6 +29,14 @@ def test_entries_parse_and_name_themselves():
     assert Entry.parse("impala@actor-learner").devices_needed == 2
     assert Entry.parse("ppo@devices=2").paradigm() == (
         "synchronous vectorised actors (data parallel over 2 devices)")
+    own = Entry.parse("ppo@devices=2:num_envs=8:learning_rate=1e-3")
+    assert own == Entry("ppo", "devices", 2, ("num_envs=8", "learning_rate=1e-3"))
+    assert own.name == "ppo@devices=2:num_envs=8:learning_rate=1e-3"
+    # an entry's own settings come last, after those for every entry
+    cfg = compare.entry_config(Entry.parse("dqn:prioritized=true:learning_rate=1e-3"),
+                               "CartPole-v1", overrides=["learning_rate=5e-4"])
+    assert cfg.prioritized and cfg.learning_rate == 1e-3
+    assert not compare.entry_config(Entry("dqn"), "CartPole-v1").prioritized
 
 
 @pytest.mark.parametrize("text,message", [
@@ -37,6 +45,7 @@ def test_entries_parse_and_name_themselves():
     ("ppo@devices", "ALGO@devices=N"),
     ("ppo@devices=two", "ALGO@devices=N"),
     ("ppo@devices=0", "device count must be >= 1"),
+    ("dqn:prioritized", "'prioritized' is not FIELD=VALUE"),
 ])
 def test_bad_entries_name_the_fix(text, message):
     with pytest.raises(ValueError, match=message):
