@@ -142,7 +142,29 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--details", action="store_true",
                     help="also each environment's actions and observation shape (builds "
                          "every env: a few seconds)")
+    for command in (t, c, ev, ls):
+        command.add_argument(
+            "--import", dest="imports", action="append", default=[], metavar="MODULE",
+            help="import MODULE first (repeatable), e.g. one that registers your own "
+                 "environment with jaxrl_par.envs.register (the current directory is on "
+                 "the import path); see examples/corridor.py")
     return p
+
+
+def _import_modules(modules: list[str]) -> None:
+    """Imports ``--import`` modules, with the current directory on the import path as
+    ``python -m`` has it (a console script's path starts at its own directory)."""
+    import importlib
+
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise ValueError(f"--import {name}: {e} (give a module name importable from "
+                             f"{os.getcwd()} or the PYTHONPATH, e.g. examples.corridor)"
+                             ) from None
 
 
 def _sweepable(algo: str) -> tuple[str, ...]:
@@ -260,6 +282,10 @@ def _config_file(path: str, algo: str) -> object:
                    "config.json")
         raise ValueError(message)  # noqa: TRY004
     recorded = "config_class" in record  # written by train, not by hand
+    if isinstance(record.get("env"), str) and isinstance(data, dict):
+        from jaxrl_par import envs
+
+        envs.import_source(record["env"], data)  # a run's own env registers again
     record = {"config_class": f"{algos.ALGORITHMS[algo][0]}.Config", **record}
     try:
         owner, cls = runs.config_class(record)
@@ -368,6 +394,7 @@ def cmd_train(args) -> int:
     if args.actor_learner:
         _cpu_devices(2)
     _start_hosts(args)
+    _import_modules(args.imports)  # after joining: a module may touch a device
     module = algos.get(args.algo)
     cfg = _config(args)
     if args.actor_learner:
@@ -526,6 +553,7 @@ def cmd_compare(args) -> int:
         needed = 2  # the default host entries include impala@actor-learner
     if needed > 1:
         _cpu_devices(needed)  # before jax touches a device (importing gymnax does)
+    _import_modules(args.imports)
     if not args.no_compile_cache:
         _use_compile_cache()
     if args.plot:  # fail before training, not after
@@ -599,6 +627,7 @@ def cmd_eval(args) -> int:
         raise ValueError(f"two log dirs given ({args.log_dir} and --log-dir "
                          f"{args.log_dir_option}): give one")
     args.log_dir = args.log_dir or args.log_dir_option
+    _import_modules(args.imports)
     if not args.log_dir:
         raise ValueError("no log dir: give the run's --log-dir, e.g. jaxrl-par eval runs/ppo")
     if not args.no_compile_cache:
@@ -631,6 +660,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_list(args) -> int:
+    _import_modules(args.imports)
     from jaxrl_par import envs
 
     print("algorithms:")

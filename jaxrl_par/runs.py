@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxrl_par import algos, checkpoint, memory
+from jaxrl_par import algos, checkpoint, envs, memory
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.precision import float32
@@ -254,6 +254,9 @@ def load_run(log_dir: str) -> LoadedRun:
     if "config" not in meta:
         raise ValueError(f"{path} records no config (an older checkpoint): rebuild the "
                          "algorithm with its settings and use checkpoint.load(path, template)")
+    record_env = meta["config"].get("env")
+    if isinstance(record_env, str):  # a user's own env: its module registers it again
+        envs.import_source(record_env, meta)
     name, cfg = config_from_record(meta["config"])
     algo = algos.get(name).make(cfg)
     keys, seeds = seed_keys(meta["seeds"])

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, interrupt, lockfile, lru, memory, rng
+from jaxrl_par import axes, checkpoint, envs, interrupt, lockfile, lru, memory, rng
 from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
@@ -477,7 +477,10 @@ def train(
         elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
                 pass
-    lanes_record = _lanes_record(lanes)  # what config.json and each checkpoint record
+    # What config.json and each checkpoint record beside the config: the swept values,
+    # and the module that registers a user's own env (load_run imports it).
+    lanes_record = {**_lanes_record(lanes), **envs.source_record(getattr(algo.config, "env",
+                                                                           None))}
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
     if pbt is not None and done_updates:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]

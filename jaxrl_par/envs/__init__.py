@@ -2,7 +2,14 @@
 
 from jaxrl_par.envs.core import EnvState, Timestep, VecEnv, episode_metrics
 from jaxrl_par.envs.probes import PROBES
-from jaxrl_par.envs.registry import check_env_id, list_envs, make, register
+from jaxrl_par.envs.registry import (
+    check_env_id,
+    import_source,
+    list_envs,
+    make,
+    register,
+    source_record,
+)
 
 __all__ = [
     "EnvState",
@@ -11,7 +18,9 @@ __all__ = [
     "VecEnv",
     "check_env_id",
     "episode_metrics",
+    "import_source",
     "list_envs",
     "make",
     "register",
+    "source_record",
 ]

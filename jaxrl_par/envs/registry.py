@@ -19,6 +19,9 @@ from jaxrl_par.envs.probes import PROBES
 _REGISTRY: dict[str, Callable[[], tuple[Any, Any]]] = {}
 # id -> dtype the observations are delivered in (see ``register``)
 _OBS_DTYPE: dict[str, str] = {}
+# id -> the module whose import registers it, for ids registered outside this library
+# (see ``source_record``)
+_SOURCE: dict[str, str] = {}
 # MinAtar's observation is a grid of 0/1 channels (Young & Tian 2019); gymnax hands it
 # over as float32, but each value fits a byte.
 _BINARY_OBS_SUFFIX = "-MinAtar"
@@ -37,6 +40,40 @@ def register(env_id: str, factory: Callable[[], tuple[Any, Any]],
         raise ValueError(f"environment id {env_id!r} is already registered")
     _REGISTRY[env_id] = factory
     _OBS_DTYPE[env_id] = jnp.dtype(obs_dtype).name
+    module = getattr(factory, "__module__", None)
+    if module and module != "__main__" and module.partition(".")[0] != "jaxrl_par":
+        _SOURCE[env_id] = module
+
+
+def source_record(env_id: str | None) -> dict[str, str]:
+    """``{"env_module": MODULE}`` when ``env_id`` was registered by a module outside
+    this library (its factory's module; not ``__main__``, which cannot be imported
+    again), else ``{}``: what a run's records keep so that loading the run later can
+    register the env again (:func:`import_source`)."""
+    module = _SOURCE.get(env_id) if isinstance(env_id, str) else None
+    return {"env_module": module} if module else {}
+
+
+def import_source(env_id: str, record: dict) -> None:
+    """Imports the module a run's record names for ``env_id`` (:func:`source_record`)
+    unless the id is registered already; an import that fails is a ``ValueError``
+    naming the module and the fix."""
+    import importlib
+    import os
+    import sys
+
+    module = record.get("env_module")
+    if not module or env_id in _REGISTRY:
+        return
+    if os.getcwd() not in sys.path:  # as `python -m` has it
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"the run's environment {env_id!r} is registered by module "
+                         f"{module!r}, which cannot be imported here ({e}): run from the "
+                         "directory it was trained in, or put the module on PYTHONPATH"
+                         ) from None
 
 
 def list_envs() -> list[str]:
@@ -76,7 +113,9 @@ def check_env_id(env_id: str) -> None:
     hint = ", ".join(lowered[c] for c in close) if close else "none close"
     raise ValueError(
         f"unknown environment {env_id!r}; closest known ids: {hint}. "
-        "`jaxrl-par list` (or jaxrl_par.envs.list_envs()) prints them all."
+        "`jaxrl-par list` (or jaxrl_par.envs.list_envs()) prints them all; your own env "
+        "must be registered first (jaxrl_par.envs.register; on the command line, --import "
+        "the module that registers it: see examples/corridor.py)."
     )
 
 
