@@ -59,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="after training, play one greedy episode in each of N envs per seed "
                         "and report greedy_return (training returns are the exploring "
                         "policy's)")
+    t.add_argument("--eval-every", type=int, default=None, metavar="K",
+                   help="also evaluate greedily during training, after every K-th chunk "
+                        "(see --chunks) and the last: --eval-envs episodes per seed (8 if "
+                        "not given), logged as greedy_return; its time is not counted as "
+                        "training time")
     t.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--no-compile-cache", action="store_true",
@@ -391,6 +396,10 @@ def cmd_train(args) -> int:
                          "(--seed sets the first one)")
     if args.chunks < 1:
         raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
+    if args.eval_every is not None:
+        if args.eval_every < 1:
+            raise ValueError(f"--eval-every={args.eval_every}: give a number of chunks, >= 1")
+        args.eval_envs = args.eval_envs or 8
     if args.actor_learner:
         _cpu_devices(2)
     _start_hosts(args)
@@ -431,9 +440,11 @@ def cmd_train(args) -> int:
         from jaxrl_par.pbt import PBT
 
         pbt = PBT(interval=args.pbt)
+    during = ({"eval_envs": args.eval_envs, "eval_every": args.eval_every}
+              if args.eval_every is not None else {})
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, **mesh_kw)
+                   pbt=pbt, **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -457,6 +468,7 @@ def cmd_train(args) -> int:
            if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
+        **({"eval_seconds": float(result.eval_seconds)} if result.eval_seconds else {}),
     }
     staleness = result.metrics.get("staleness")
     if staleness is not None and staleness.size:  # asynchronous workers (a3c, gorila)
@@ -473,7 +485,11 @@ def cmd_train(args) -> int:
     if args.eval_envs:
         from jaxrl_par.evaluate import greedy_returns
 
-        returns = greedy_returns(algo, states, num_envs=args.eval_envs)
+        last = result.metrics.get("greedy_return")
+        if last is not None and last.size and not np.isnan(last[:, -1]).any():
+            returns = last[:, -1]  # the evaluation after the last chunk: this state's
+        else:
+            returns = greedy_returns(algo, states, num_envs=args.eval_envs)
         summary["greedy_return"] = float(np.mean(returns))
         summary["greedy_return_std"] = float(np.std(returns))
         summary["greedy_returns"] = [float(x) for x in returns]

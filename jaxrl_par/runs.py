@@ -123,12 +123,13 @@ def metrics_rows(path: str, n_updates: int | None = None) -> list[tuple[str, dic
 def metrics_columns(rows: list[tuple[str, dict]]) -> dict[str, np.ndarray]:
     """``{metric: [S, U] float32}`` from :func:`metrics_rows` (NaN where a row has null,
     e.g. no episode finished in that update)."""
-    cols: dict[str, list] = {}
-    for _, rec in rows:
-        for k, v in rec.items():
-            if k not in ("update", "env_steps"):
-                cols.setdefault(k, []).append([np.nan if x is None else x for x in v])
-    return {k: np.asarray(v, np.float32).T for k, v in cols.items()}
+    names = list(dict.fromkeys(k for _, rec in rows for k in rec
+                               if k not in ("update", "env_steps")))
+    lanes = max((len(rec[k]) for _, rec in rows for k in names if k in rec), default=0)
+    # A metric some rows lack (one that began on a resume, e.g. greedy_return) is NaN there.
+    return {k: np.asarray([[np.nan if x is None else x for x in rec[k]] if k in rec
+                           else [np.nan] * lanes for _, rec in rows], np.float32).T
+            for k in names}
 
 
 def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -116,6 +116,8 @@ class TrainResult:
       chunk_seconds: ``[C]`` wall seconds from the start of this call's training loop
         to the end of each of those chunks (compilation excluded; the last is about
         ``train_seconds``): a learning curve against wall-clock time.
+      eval_seconds: time spent in the evaluations of ``train(..., eval_envs=N)``
+        (not part of ``train_seconds``).
     """
 
     state: Any
@@ -133,6 +135,7 @@ class TrainResult:
         default_factory=lambda: np.zeros(0, np.int64))
     chunk_seconds: np.ndarray = dataclasses.field(
         default_factory=lambda: np.zeros(0, np.float64))
+    eval_seconds: float = 0.0
 
     @property
     def returns(self) -> np.ndarray:
@@ -298,6 +301,8 @@ def train(
     async_workers: Any = None,
     hparams: dict[str, Any] | None = None,
     pbt: pbt_lib.PBT | None = None,
+    eval_envs: int = 0,
+    eval_every: int = 1,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -355,6 +360,14 @@ def train(
         best ones' states and perturb their values. ``hparams`` are then the initial
         values; ``TrainResult.hparams`` the final ones, and ``metrics["hparams/NAME"]``
         each lane's values at every update. One process only.
+      eval_envs: if > 0, evaluate the policy greedily during training: after every
+        ``eval_every``-th chunk (counted from the run's start) and after the last, one
+        episode in each of ``eval_envs`` envs per lane
+        (:func:`jaxrl_par.evaluate.greedy_returns`, the same start states each time).
+        The results are ``metrics["greedy_return"]`` (and in ``metrics.jsonl``) at the
+        chunk's last update, NaN at the others. The time it takes (its compile
+        included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
+      eval_every: chunks between evaluations.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -369,6 +382,7 @@ def train(
             or num_chunks < 1:
         raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
                          "round-trips (progress, logs, checkpoints), an int >= 1")
+    _check_eval(algo, eval_envs, eval_every)
     keys, seed_list = seed_keys(seeds)
     lanes = hyper.lane_values(algo.config, algo.hyperparams, hparams, len(seed_list))
     num_updates = algo.num_updates
@@ -502,6 +516,8 @@ def train(
     updates_run = 0
     chunk_ends: list[int] = []
     chunk_seconds: list[float] = []
+    eval_seconds = 0.0
+    postfix: dict[str, str] = {}  # the progress bar's returns
     # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.interrupt); not across
     # hosts. The bar closes however the loop ends.
     with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
@@ -511,10 +527,23 @@ def train(
             n_valid = min(chunk_updates, num_updates - done_updates)
             rows = _to_host_rows(metrics, n_valid)
             _check_finite(rows, done_updates)
+            if eval_envs:
+                t_eval = time.perf_counter()
+                rows["greedy_return"] = _evaluate_chunk(
+                    algo, state, sharded, eval_envs, len(seed_list), n_valid,
+                    due=_eval_due(done_updates + n_valid, chunk_updates, eval_every,
+                                  num_updates), on_main=is_main)
+                spent = time.perf_counter() - t_eval
+                eval_seconds += spent
+                t_start += spent  # the training time leaves the evaluations out
             if pbt is not None:  # the values each lane trained this chunk with
                 rows.update({f"hparams/{k}": np.repeat(v[:, None], n_valid, axis=1)
                              for k, v in current.items()})
+            for k in history.keys() - rows.keys():  # logged before this (resumed) call
+                rows[k] = np.full((len(seed_list), n_valid), np.nan, np.float32)
             for k, v in rows.items():
+                if k not in history and done_updates:  # begins in this (resumed) call
+                    history[k] = [np.full((len(seed_list), done_updates), np.nan, v.dtype)]
                 history.setdefault(k, []).append(v)
             if log_dir and is_main:
                 _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
@@ -540,7 +569,11 @@ def train(
                 bar.update(n_valid * algo.env_steps_per_update)
                 ret = rows["episode_return"]
                 if np.any(~np.isnan(ret)):
-                    bar.set_postfix(ret=f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}")
+                    postfix["ret"] = f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}"
+                if eval_envs and np.any(~np.isnan(rows["greedy_return"][:, -1])):
+                    postfix["greedy"] = f"{np.nanmean(rows['greedy_return'][:, -1]):.1f}"
+                if postfix:  # the latest of each, the greedy one kept between evaluations
+                    bar.set_postfix(postfix)
             if callback is not None:
                 callback(done_updates, rows)
     interrupted = done_updates < num_updates
@@ -566,7 +599,43 @@ def train(
         hparams=current,
         chunk_ends=np.asarray(chunk_ends, np.int64),
         chunk_seconds=np.asarray(chunk_seconds, np.float64),
+        eval_seconds=eval_seconds,
     )
+
+
+def _check_eval(algo: Algorithm, eval_envs: int, eval_every: int) -> None:
+    """``ValueError`` for evaluation settings that cannot run, before anything compiles."""
+    for name, value, low in (("eval_envs", eval_envs, 0), ("eval_every", eval_every, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"train: {name}={value!r}; give an int >= {low}")
+    if eval_envs and algo.act is None:
+        raise ValueError("train: eval_envs needs an algorithm with act(state, obs, key) to "
+                         "evaluate with; this one has none")
+
+
+def _eval_due(done_after: int, chunk_updates: int, eval_every: int, num_updates: int) -> bool:
+    """Whether the chunk that ends at update ``done_after`` is evaluated: every
+    ``eval_every``-th chunk of the run (so a resumed run keeps the same points), and the
+    last."""
+    return done_after >= num_updates or (-(-done_after // chunk_updates)) % eval_every == 0
+
+
+def _evaluate_chunk(algo: Algorithm, state, sharded, eval_envs: int, lanes: int,
+                    n_valid: int, *, due: bool, on_main: bool) -> np.ndarray:
+    """``[S, n_valid]`` float64: NaN, and in the last column the lanes' greedy returns
+    when ``due`` (a mesh's state is gathered by every process, evaluated by the first)."""
+    from jaxrl_par.evaluate import greedy_returns
+
+    out = np.full((lanes, n_valid), np.nan)
+    if not due:
+        return out
+    if sharded:
+        from jaxrl_par import parallel
+
+        state = parallel.unreplicate(parallel.to_host(state))  # every process takes part
+    if on_main:
+        out[:, -1] = greedy_returns(algo, state, num_envs=eval_envs)
+    return out
 
 
 def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):

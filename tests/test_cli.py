@@ -22,12 +22,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_cli_train_end_to_end_json(tmp_path, capsys):
     """`python -m jaxrl_par train ppo ... --json` in a subprocess: the last stdout line is
     the JSON summary, the log dir holds config, metrics and checkpoint, and the greedy
-    return (`--eval-envs`) is that of the checkpointed state, recomputed here."""
+    return (`--eval-envs`; the last of `--eval-every`'s) is that of the checkpointed
+    state, recomputed here."""
     log = tmp_path / "run"
     cmd = [sys.executable, "-m", "jaxrl_par", "train", "ppo", "--env", "CartPole-v1",
            "--seeds", "2", "--total-timesteps", "20480", "--set", "num_envs=8",
            "--set", "num_steps=32", "--set", "num_minibatches=2", "--log-dir", str(log),
-           "--eval-envs", "4", "--json", "--no-progress"]
+           "--eval-envs", "4", "--eval-every", "5", "--json", "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the CLI's default compile cache
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
@@ -37,7 +38,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
                             "final_return_std", "final_returns", "steps_per_second",
                             "compile_seconds", "greedy_return", "greedy_return_std",
-                            "greedy_returns"}
+                            "greedy_returns", "eval_seconds"}
     assert len(summary["final_returns"]) == 2
     assert summary["final_return"] == pytest.approx(np.mean(summary["final_returns"]))
     assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1"
@@ -48,6 +49,10 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     rows = (log / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 20480 // (8 * 32)
     assert len(json.loads(rows[-1])["episode_return"]) == 2
+    # --eval-every 5: greedy returns after every 5th chunk of 4 updates (20 chunks)
+    evaluated = [json.loads(r)["update"] for r in rows if json.loads(r)["greedy_return"][0]
+                 is not None]
+    assert evaluated == [20, 40, 60, 80]
     cfg = apply_overrides(ppo.Config(), ["env=CartPole-v1", "total_timesteps=20480",
                                          "num_envs=8", "num_steps=32", "num_minibatches=2"])
     algo = ppo.make(cfg)

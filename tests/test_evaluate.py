@@ -55,3 +55,55 @@ def test_errors_name_the_fix():
         greedy_returns(algo, {"flip": jnp.float32(1.0)})
     with pytest.raises(ValueError, match="no act"):
         greedy_returns(algo._replace(act=None), {"flip": jnp.ones(1)})
+
+
+def _leaves(tree):
+    return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                       else x) for x in jax.tree.leaves(tree)]
+
+
+def test_evaluation_during_training_leaves_training_alone(tmp_path):
+    """``train(..., eval_envs=N)``: greedy returns at every ``eval_every``-th chunk's last
+    update and the last, NaN elsewhere; the final point is ``greedy_returns`` of the
+    final state; the training itself is the same bits as without; a run resumed with
+    evaluation turned on has NaN where the first part had none."""
+    from killed import train_killed_after
+
+    from jaxrl_par.algos import dqn
+    from jaxrl_par.train import train
+
+    algo = dqn.make(dqn.Config(total_timesteps=1_200, learning_starts=300, batch_size=32,
+                               buffer_size=1_000))  # 12 updates of 100 steps
+    plain = train(algo, [0, 1], num_chunks=6, progress=False)
+    evaluated = train(algo, [0, 1], num_chunks=6, progress=False, eval_envs=4, eval_every=4)
+    for a, b in zip(_leaves(plain.state), _leaves(evaluated.state), strict=True):
+        np.testing.assert_array_equal(a, b)
+    greedy = evaluated.metrics["greedy_return"]  # chunks of 2 updates: 4th chunk and last
+    assert greedy.shape == (2, 12)
+    assert np.flatnonzero(~np.isnan(greedy[0])).tolist() == [7, 11]
+    np.testing.assert_array_equal(greedy[:, -1],
+                                  greedy_returns(algo, evaluated.state, num_envs=4))
+    assert evaluated.eval_seconds > 0
+    log_dir = str(tmp_path / "run")
+    train_killed_after(4, algo, [0, 1], num_chunks=6, progress=False, log_dir=log_dir)
+    resumed = train(algo, [0, 1], num_chunks=6, progress=False, log_dir=log_dir, resume=True,
+                    eval_envs=4, eval_every=4)
+    np.testing.assert_array_equal(resumed.metrics["greedy_return"], greedy)
+    from jaxrl_par.runs import read_metrics
+
+    _, logged = read_metrics(log_dir)
+    np.testing.assert_allclose(logged["greedy_return"], greedy, rtol=1e-6)
+    assert logged["loss"].shape == (2, 12)
+
+
+def test_evaluation_settings_are_checked_before_compiling():
+    from jaxrl_par.algos import dqn
+    from jaxrl_par.train import train
+
+    algo = dqn.make(dqn.Config(total_timesteps=1_200))
+    with pytest.raises(ValueError, match="eval_every=0; give an int >= 1"):
+        train(algo, 0, eval_envs=2, eval_every=0, progress=False)
+    with pytest.raises(ValueError, match="eval_envs=-1; give an int >= 0"):
+        train(algo, 0, eval_envs=-1, progress=False)
+    with pytest.raises(ValueError, match="has none"):
+        train(fixed_policy("CartPole-v1", None), 0, eval_envs=2, progress=False)
