@@ -120,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="also each entry's greedy return: one episode in each of N envs "
                         "per seed")
+    c.add_argument("--eval-every", type=int, default=None, metavar="K",
+                   help="also evaluate each entry greedily during training, after every "
+                        "K-th chunk (--eval-envs episodes per seed, 8 if not given): "
+                        "curves of greedy returns in --out and --plot (markers)")
     c.add_argument("--chunks", type=int, default=20,
                    help="chunks per entry: the resolution of the wall-clock curve")
     c.add_argument("--out", default=None, metavar="FILE.json",
@@ -563,6 +567,8 @@ def cmd_compare(args) -> int:
         raise ValueError(f"--seeds={args.seeds}: give the number of seeds, >= 1")
     if args.chunks < 1:
         raise ValueError(f"--chunks={args.chunks}: give the number of chunks per entry, >= 1")
+    if args.eval_every is not None and args.eval_every >= 1:
+        args.eval_envs = args.eval_envs or 8  # as compare() does, and recorded so
     entries = [compare.Entry.parse(e) for e in args.entries]
     needed = max((e.devices_needed for e in entries), default=1)
     if not entries and args.env.startswith("gymnasium:"):
@@ -583,7 +589,7 @@ def cmd_compare(args) -> int:
                  if args.total_timesteps is not None else []) + args.overrides
     seeds = list(range(args.seed, args.seed + args.seeds))
     summary = {"env": args.env, "seeds": seeds, "target": args.target,
-               "eval_envs": args.eval_envs, "rows": []}
+               "eval_envs": args.eval_envs, "eval_every": args.eval_every, "rows": []}
     done = _finished_rows(args, summary) if args.resume else []
 
     def save(row):
@@ -595,7 +601,8 @@ def cmd_compare(args) -> int:
             os.replace(tmp, args.out)  # a reader never sees half a file
 
     rows = compare.compare(entries, args.env, seeds, overrides=overrides, target=args.target,
-                           eval_envs=args.eval_envs, num_chunks=args.chunks,
+                           eval_envs=args.eval_envs, eval_every=args.eval_every,
+                           num_chunks=args.chunks,
                            progress=not args.no_progress, on_row=save, done=done)
     out = sys.stderr if args.json else sys.stdout
     print(f"{args.env}, seeds {seeds}:", file=out)
@@ -625,7 +632,7 @@ def _finished_rows(args, summary: dict) -> list[dict]:
         rows = before["rows"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"--resume: cannot read the rows of {args.out} ({e})") from None
-    for key in ("env", "seeds", "target", "eval_envs"):
+    for key in ("env", "seeds", "target", "eval_envs", "eval_every"):
         if before.get(key) != summary[key]:
             raise ValueError(f"--resume: {args.out} holds a comparison with {key} "
                              f"{before.get(key)!r}, not {summary[key]!r}; give the same, "

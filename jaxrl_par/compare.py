@@ -323,6 +323,14 @@ def row_of(entry: Entry, env_id: str, result, target: float | None = None,
     curve = {"env_steps": [int(x) for x in env_steps[picks]],
              "seconds": [None if np.isnan(x) else round(float(x), 4) for x in seconds[picks]],
              "return": [None if np.isnan(x) else float(x) for x in mean[picks]]}
+    evaluated = result.metrics.get("greedy_return")
+    if evaluated is not None:  # train(..., eval_envs=...): the points evaluated
+        points = np.flatnonzero(~np.isnan(evaluated).any(0))
+        curve["greedy"] = {
+            "env_steps": [int(env_steps[u]) for u in points],
+            "seconds": [None if np.isnan(seconds[u]) else round(float(seconds[u]), 4)
+                        for u in points],
+            "return": [float(evaluated[:, u].mean()) for u in points]}
     return Row(
         entry=entry, env=env_id, seeds=list(result.seeds),
         devices=entry.devices_needed if devices is None else devices,
@@ -353,7 +361,8 @@ def check_devices(entries: Sequence[Entry]) -> None:
 
 def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = (0,), *,
             total_timesteps: int | None = None, overrides: Sequence[str] = (),
-            target: float | None = None, eval_envs: int = 0, num_chunks: int = 20,
+            target: float | None = None, eval_envs: int = 0, eval_every: int | None = None,
+            num_chunks: int = 20,
             progress: bool = True,
             on_row: Callable[[Row], None] | None = None,
             done: Sequence[dict[str, Any]] = ()) -> list[Row]:
@@ -376,6 +385,10 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         (``TrainResult.trailing_returns``) reached it, or None.
       eval_envs: if > 0, each row also gives the greedy return over this many episodes
         per seed.
+      eval_every: if given, every entry is also evaluated greedily during training,
+        after every ``eval_every``-th chunk (``train(..., eval_envs=...)``, with
+        ``eval_envs`` episodes, 8 if 0), and each row's curve holds the greedy returns
+        (``curve["greedy"]``: env steps, seconds and the seeds' mean at each point).
       num_chunks: chunks per entry: the wall-clock curve's resolution.
       progress: a line per entry and ``train``'s progress bar.
       on_row: called with each row as it finishes (e.g. to save results as they come).
@@ -399,6 +412,12 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         raise ValueError(f"an entry is given twice: {names}")
     if eval_envs < 0:
         raise ValueError(f"eval_envs={eval_envs}: give >= 1 episodes per seed, or 0")
+    during: dict[str, int] = {}
+    if eval_every is not None:
+        if eval_every < 1:
+            raise ValueError(f"eval_every={eval_every}: give a number of chunks >= 1")
+        eval_envs = eval_envs or 8
+        during = {"eval_envs": eval_envs, "eval_every": eval_every}
     per_algo = split_overrides(overrides, entries)
     made = []
     for e in entries:  # every entry checked before the first compiles
@@ -440,11 +459,15 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
                   f"{len(seeds)} seed(s)", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            result = train(algo, list(seeds), num_chunks=num_chunks, progress=progress, **kw)
+            result = train(algo, list(seeds), num_chunks=num_chunks, progress=progress,
+                           **kw, **during)
         except FloatingPointError as e:  # a NaN loss: say whose
             raise FloatingPointError(f"{entry.name}: {e}") from None
         greedy = None
-        if eval_envs and not result.interrupted:
+        last = result.metrics.get("greedy_return")
+        if last is not None and last.size and not np.isnan(last[:, -1]).any():
+            greedy = last[:, -1]  # the evaluation after the last chunk: the final state's
+        elif eval_envs and not result.interrupted:
             state = result.state
             if entry.runtime == "devices":
                 from jaxrl_par import parallel
@@ -533,6 +556,11 @@ def plot(rows: Sequence[Row], path: str, target: float | None = None) -> None:
               "ls": styles[r.entry.runtime], "lw": 1.3}
         ax_steps.plot(r.curve["env_steps"], ret, **kw)
         ax_secs.plot(secs, ret, **kw)
+        if "greedy" in r.curve:  # evaluations during training: markers, same colour
+            g = r.curve["greedy"]
+            gsecs = [np.nan if x is None else x for x in g["seconds"]]
+            for ax, xs in ((ax_steps, g["env_steps"]), (ax_secs, gsecs)):
+                ax.plot(xs, g["return"], "o", ms=3, color=kw["color"])
     ax_secs.set_xscale("log")
     for ax, label in ((ax_steps, "env steps per seed"),
                       (ax_secs, "training seconds (log scale)")):

@@ -201,11 +201,12 @@ SMALL = "total_timesteps=4096"
 
 def test_compare_trains_each_entry_as_train_does_and_times_its_chunks():
     """A row holds what ``train`` gives for the same config and seeds (its final returns,
-    bit for bit), one data-parallel device equals one program, and the chunks' times
-    rise to about the training time."""
+    bit for bit; evaluating during training changes nothing), one data-parallel device
+    equals one program, the chunks' times rise to about the training time, and the
+    greedy curve has a point at every second chunk."""
     rows = compare.compare(["ppo", "ppo@devices=1"], "CartPole-v1", [0, 1],
                            overrides=[SMALL, "num_envs=8"], target=20.0, num_chunks=4,
-                           progress=False)
+                           eval_every=2, eval_envs=2, progress=False)
     from jaxrl_par.algos import ppo
 
     direct = train(ppo.make(ppo.Config(total_timesteps=4096, num_envs=8)), [0, 1],
@@ -214,6 +215,9 @@ def test_compare_trains_each_entry_as_train_does_and_times_its_chunks():
     assert rows[1].final_returns == rows[0].final_returns
     assert rows[0].env_steps == int(direct.env_steps[-1]) and rows[0].seeds == [0, 1]
     assert rows[0].steps_to_target is not None  # CartPole's random returns are ~22
+    greedy = rows[0].curve["greedy"]  # evaluated after chunks 2 and 4 (the last)
+    assert greedy["env_steps"] == [2048, 4096] and len(greedy["seconds"]) == 2
+    assert greedy["return"][-1] == pytest.approx(np.mean(rows[0].greedy_returns))
     seconds = [x for x in rows[0].curve["seconds"] if x is not None]
     assert np.all(np.diff(seconds) >= 0)
     assert seconds[-1] == pytest.approx(rows[0].train_seconds, rel=0.2, abs=0.05)
