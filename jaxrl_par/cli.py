@@ -684,11 +684,11 @@ def cmd_eval(args) -> int:
 
 def cmd_list(args) -> int:
     _import_modules(args.imports)
-    from jaxrl_par import envs
+    from jaxrl_par import compare, envs
 
-    print("algorithms:")
+    print("algorithms (and the runtimes `jaxrl-par compare` can run them with):")
     for name, (_, desc) in sorted(algos.ALGORITHMS.items()):
-        print(f"  {name:10s} {desc}")
+        print(f"  {name:10s} {desc}; {', '.join(compare.runtimes_of(name))}")
     print("environments:" + ("" if args.details else " (--details: actions and observations)"))
     for env_id in envs.list_envs():
         print(f"  {env_id:26s} {_env_details(env_id)}" if args.details else f"  {env_id}")
@@ -749,6 +749,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\njaxrl-par: stopped by Ctrl-C{kept}", file=sys.stderr)
         return 128 + signal.SIGINT
+    except BrokenPipeError:  # e.g. `jaxrl-par list | head`: the reader is gone, so stop
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 0
     except interrupt.Terminated:
         print(f"\njaxrl-par: stopped by SIGTERM{kept}", file=sys.stderr)
         return 128 + signal.SIGTERM

@@ -146,6 +146,14 @@ class Entry:
             else self.devices_needed
 
 
+def runtimes_of(algo: str) -> list[str]:
+    """The entry forms ``algo`` runs with: ``["a3c", "a3c@threads"]``,
+    ``["ppo", "ppo@devices=N"]``."""
+    fields = {f.name for f in dataclasses.fields(algos.get(algo).Config)}
+    return [algo] + [f"{algo}@{r}" + ("=N" if r == "devices" else "")
+                     for r, field in _RUNTIME_FIELD.items() if field in fields]
+
+
 def default_entries(env_id: str) -> list[Entry]:
     """Every algorithm that trains on ``env_id``'s actions, each as one program; for a
     host env (``"gymnasium:<id>"``) the runtimes that can step it."""
@@ -576,4 +584,5 @@ def plot(rows: Sequence[Row], path: str, target: float | None = None) -> None:
 
 
 __all__ = ["PARADIGMS", "RUNTIMES", "Entry", "Row", "compare", "default_entries",
-           "entry_config", "plot", "row_of", "split_overrides", "table", "update_seconds"]
+           "entry_config", "plot", "row_of", "runtimes_of", "split_overrides", "table",
+           "update_seconds"]

@@ -140,6 +140,7 @@ def test_cli_list(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "ppo" in out and "CartPole-v1" in out and "Breakout-MinAtar" in out
     assert "gymnasium:<id>" in out and "gorila" in out
+    assert "a3c, a3c@threads" in out and "impala, impala@actor-learner, impala@devices=N" in out
     # --details builds each env (a stand-in list here: building all takes seconds).
     from jaxrl_par import envs
 
