@@ -126,6 +126,9 @@ def _parser() -> argparse.ArgumentParser:
                         "curves of greedy returns in --out and --plot (markers)")
     c.add_argument("--chunks", type=int, default=20,
                    help="chunks per entry: the resolution of the wall-clock curve")
+    c.add_argument("--repeats", type=int, default=1, metavar="R",
+                   help="train every entry R times, the entries alternating, and report "
+                        "the median env steps/s (returns and curves: the first run's)")
     c.add_argument("--out", default=None, metavar="FILE.json",
                    help="write the rows (with their learning curves) as JSON, after every "
                         "entry")
@@ -592,8 +595,10 @@ def cmd_compare(args) -> int:
                "eval_envs": args.eval_envs, "eval_every": args.eval_every, "rows": []}
     done = _finished_rows(args, summary) if args.resume else []
 
-    def save(row):
-        summary["rows"].append(row.to_record())
+    def save(row):  # a row again (a later repeat's speed) replaces its earlier record
+        records = {r["entry"]: r for r in summary["rows"]}
+        records[row.entry.name] = row.to_record()
+        summary["rows"] = list(records.values())
         if args.out:
             tmp = f"{args.out}.tmp"
             with open(tmp, "w") as f:
@@ -602,7 +607,7 @@ def cmd_compare(args) -> int:
 
     rows = compare.compare(entries, args.env, seeds, overrides=overrides, target=args.target,
                            eval_envs=args.eval_envs, eval_every=args.eval_every,
-                           num_chunks=args.chunks,
+                           num_chunks=args.chunks, repeats=args.repeats,
                            progress=not args.no_progress, on_row=save, done=done)
     out = sys.stderr if args.json else sys.stdout
     print(f"{args.env}, seeds {seeds}:", file=out)

@@ -258,6 +258,7 @@ class Row:
     stop_signal: int | None = None
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     reused: bool = False
+    speed_runs: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def final_return(self) -> float | None:
@@ -280,6 +281,7 @@ class Row:
             "compile_seconds": self.compile_seconds, "train_seconds": self.train_seconds,
             "steps_to_target": self.steps_to_target,
             "seconds_to_target": self.seconds_to_target, **self.lag,
+            "speed_runs": self.speed_runs or [self.steps_per_second],
             "config": self.config, "curve": self.curve,
         }
         if self.greedy_returns is not None:
@@ -302,7 +304,8 @@ class Row:
                    steps_to_target=record["steps_to_target"],
                    seconds_to_target=record["seconds_to_target"],
                    greedy_returns=record.get("greedy_returns"), lag=lag,
-                   curve=record["curve"], config=record.get("config", {}), reused=True)
+                   curve=record["curve"], config=record.get("config", {}), reused=True,
+                   speed_runs=list(record.get("speed_runs", [record["steps_per_second"]])))
 
 
 def row_of(entry: Entry, env_id: str, result, target: float | None = None,
@@ -371,7 +374,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
             total_timesteps: int | None = None, overrides: Sequence[str] = (),
             target: float | None = None, eval_envs: int = 0, eval_every: int | None = None,
             num_chunks: int = 20,
-            progress: bool = True,
+            progress: bool = True, repeats: int = 1,
             on_row: Callable[[Row], None] | None = None,
             done: Sequence[dict[str, Any]] = ()) -> list[Row]:
     """Trains every entry on ``env_id`` at the same seeds and returns one :class:`Row`
@@ -399,7 +402,12 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         (``curve["greedy"]``: env steps, seconds and the seeds' mean at each point).
       num_chunks: chunks per entry: the wall-clock curve's resolution.
       progress: a line per entry and ``train``'s progress bar.
-      on_row: called with each row as it finishes (e.g. to save results as they come).
+      repeats: train every entry this many times, the entries alternating (each
+        repeat after the first reuses its compiled programs): a row's
+        ``steps_per_second`` is then the median of its runs' (``speed_runs``); its
+        returns, curve and seconds to the target are the first run's.
+      on_row: called with each row as it finishes, and again as each later repeat
+        updates its speed (e.g. to save results as they come).
       done: rows finished before (:meth:`Row.to_record`, e.g. read back from a file
         that ``on_row`` wrote): an entry whose row is here, with the same env, seeds and
         config, is not trained again (its row is :meth:`Row.from_record`); one with
@@ -420,6 +428,8 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         raise ValueError(f"an entry is given twice: {names}")
     if eval_envs < 0:
         raise ValueError(f"eval_envs={eval_envs}: give >= 1 episodes per seed, or 0")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r}: give the number of runs of each entry, >= 1")
     during: dict[str, int] = {}
     if eval_every is not None:
         if eval_every < 1:
@@ -453,13 +463,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
             if on_row is not None:
                 on_row(row)
             continue
-        kw: dict[str, Any] = {}
-        if entry.runtime == "threads":
-            kw["async_workers"] = True
-        elif entry.runtime == "actor-learner":
-            kw["actor_learner"] = True
-        elif entry.runtime == "devices":
-            kw["devices"] = entry.devices
+        kw = _runtime_kwargs(entry)
         if progress:
             print(f"jaxrl_par: [{i + 1}/{len(entries)}] {entry.name}: "
                   f"{entry.paradigm(entry.devices_used())}, "
@@ -486,12 +490,35 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         if progress:
             print(f"jaxrl_par: {entry.name} done in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr, flush=True)
+        row.speed_runs = [row.steps_per_second]
         rows.append(row)
         if on_row is not None:
             on_row(row)
         if result.interrupted:
-            break
+            return rows
+    runtime_kw = {e.name: _runtime_kwargs(e) for e in entries}
+    for r in range(1, repeats):  # the speed again, entries alternating
+        for entry, algo, row in zip(entries, made, rows):
+            if row.reused:
+                continue
+            if progress:
+                print(f"jaxrl_par: repeat {r + 1}/{repeats}: {entry.name}", file=sys.stderr,
+                      flush=True)
+            result = train(algo, list(seeds), num_chunks=num_chunks, progress=progress,
+                           **runtime_kw[entry.name])
+            if result.interrupted:  # a partial run's speed is not a run's: stop here
+                return rows
+            row.speed_runs.append(float(result.steps_per_second))
+            row.steps_per_second = float(np.median(row.speed_runs))
+            if on_row is not None:
+                on_row(row)
     return rows
+
+
+def _runtime_kwargs(entry: Entry) -> dict[str, Any]:
+    """What :func:`~jaxrl_par.train.train` takes to run ``entry``'s runtime."""
+    return {"threads": {"async_workers": True}, "actor-learner": {"actor_learner": True},
+            "devices": {"devices": entry.devices}}.get(entry.runtime, {})
 
 
 def _check_same(record: dict[str, Any], env_id: str, seeds: list[int],
@@ -511,7 +538,9 @@ def _check_same(record: dict[str, Any], env_id: str, seeds: list[int],
 
 def table(rows: Sequence[Row], target: float | None = None) -> str:
     """The rows as a Markdown table (one line per entry)."""
-    head = ["entry", "paradigm", "env steps", "final return", "steps/s", "compile s",
+    runs = max((len(r.speed_runs) for r in rows), default=1)
+    head = ["entry", "paradigm", "env steps", "final return",
+            "steps/s" if runs <= 1 else f"steps/s (median of {runs})", "compile s",
             "train s"]
     if any(r.greedy_returns is not None for r in rows):
         head.append("greedy return")

@@ -206,13 +206,17 @@ def test_compare_trains_each_entry_as_train_does_and_times_its_chunks():
     greedy curve has a point at every second chunk."""
     rows = compare.compare(["ppo", "ppo@devices=1"], "CartPole-v1", [0, 1],
                            overrides=[SMALL, "num_envs=8"], target=20.0, num_chunks=4,
-                           eval_every=2, eval_envs=2, progress=False)
+                           eval_every=2, eval_envs=2, repeats=2, progress=False)
     from jaxrl_par.algos import ppo
 
     direct = train(ppo.make(ppo.Config(total_timesteps=4096, num_envs=8)), [0, 1],
                    num_chunks=4, progress=False)
     assert rows[0].final_returns == [float(x) for x in direct.final_returns()]
     assert rows[1].final_returns == rows[0].final_returns
+    for row in rows:  # repeats=2: two runs' speeds, and their median reported
+        assert len(row.speed_runs) == 2
+        assert row.steps_per_second == pytest.approx(np.median(row.speed_runs))
+    assert "steps/s (median of 2)" in compare.table(rows)
     assert rows[0].env_steps == int(direct.env_steps[-1]) and rows[0].seeds == [0, 1]
     assert rows[0].steps_to_target is not None  # CartPole's random returns are ~22
     greedy = rows[0].curve["greedy"]  # evaluated after chunks 2 and 4 (the last)
