@@ -180,7 +180,10 @@ def test_gorila_on_host_envs_warms_up_then_learns_the_policy_probe():
     algo = gorila.make(cfg)
     result = train(algo, [0, 1], progress=False, num_chunks=cfg.num_updates // 4,
                    async_workers=True)
-    assert np.all(result.metrics["loss"][:, :5] == 0) and np.all(result.metrics["loss"][:, 5:] > 0)
+    loss = result.metrics["loss"]
+    # Warm-up updates push nothing (loss 0); the first pushes after it have a loss. Later
+    # ones may reach exactly 0 once Q matches ObsAction's +-1 targets to float32 rounding.
+    assert np.all(loss[:, :5] == 0) and np.all(loss[:, 5:10] > 0)
     assert int(result.state.server.version[0]) == 2 * (cfg.num_updates - 5)
     np.testing.assert_array_equal(greedy_returns(algo, result.state, num_envs=8), [1.0, 1.0])
 
