@@ -699,7 +699,19 @@ def cmd_list(args) -> int:
         print(f"  {env_id:26s} {_env_details(env_id)}" if args.details else f"  {env_id}")
     print("  gymnasium:<id>             any gymnasium env, stepped on the host: a3c and "
           "gorila with --async-workers, impala with --actor-learner")
+    print("  brax:<name>[:<backend>]    a Brax env (pip install 'jaxrl_par[brax]'), e.g. "
+          "brax:ant:positional: " + _brax_names())
     return 0
+
+
+def _brax_names() -> str:
+    """Brax's env names for the listing, or why there are none here."""
+    from jaxrl_par.envs import brax_envs
+
+    try:
+        return ", ".join(brax_envs.names())
+    except ImportError:
+        return "(brax is not installed)"
 
 
 def _env_details(env_id: str) -> str:

@@ -11,7 +11,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par.envs import host
+from jaxrl_par.envs import brax_envs, host
 from jaxrl_par.envs.core import VecEnv
 from jaxrl_par.envs.probes import PROBES
 
@@ -102,8 +102,13 @@ for _id, _cls in PROBES.items():
 
 def check_env_id(env_id: str) -> None:
     """Raises ``ValueError`` naming the closest known ids if ``env_id`` is unknown
-    (``"gymnasium:<id>"``: unknown to gymnasium; see :mod:`jaxrl_par.envs.host`)."""
+    (``"gymnasium:<id>"``: unknown to gymnasium, see :mod:`jaxrl_par.envs.host`;
+    ``"brax:<name>"``: unknown to Brax, see :mod:`jaxrl_par.envs.brax_envs`)."""
     if env_id in _REGISTRY:
+        return
+    if brax_envs.is_brax(env_id):  # registered on first use, once Brax knows the name
+        brax_envs.check_env_id(env_id)
+        register(env_id, brax_envs.factory(env_id))
         return
     if host.is_host(env_id):
         host.check_env_id(env_id)
