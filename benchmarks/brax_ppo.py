@@ -30,7 +30,7 @@ Brax 0.14.2's ``train`` calls ``jax.device_put_replicated``, which jax 0.10 remo
 a shim here replaces it for the run (the trainer is otherwise unchanged).
 
     taskset -c 0 python benchmarks/brax_ppo.py [--envs fast,inverted_pendulum:positional]
-        [--repeats 3] [--epochs 5] [--out benchmarks/results/brax_ppo.json]
+        [--repeats 3] [--epochs 5] [--num-envs 128] [--out benchmarks/results/brax_ppo.json]
 """
 
 from __future__ import annotations
@@ -161,9 +161,15 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5,
                     help=f"epochs (chunks) per run, > {WARM_EPOCHS}")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the env steps")
+    ap.add_argument("--num-envs", type=int, default=HP["num_envs"],
+                    help="envs per update, both trainers (a multiple of 4; a GPU wants thousands)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/brax_ppo.json")
     args = ap.parse_args()
+    if args.num_envs < 1 or args.num_envs % HP["minibatches"]:
+        raise SystemExit(f"--num-envs={args.num_envs}: give a positive multiple of "
+                         f"{HP['minibatches']} (the minibatches split the envs for Brax)")
+    HP["num_envs"] = args.num_envs
     if args.epochs <= WARM_EPOCHS:
         raise SystemExit(f"--epochs must be > {WARM_EPOCHS}: the first {WARM_EPOCHS} include "
                          "Brax's compiles")

@@ -40,11 +40,15 @@
 #   impala       benchmarks/impala.py: IMPALA beside PPO on CartPole and Breakout-MinAtar, and
 #                the policy-lag table (not in the default)
 #   sac          benchmarks/sac.py: our SAC vs rejax's SAC on Pendulum-v1 (not in the default)
+#   brax         benchmarks/brax_ppo.py: our PPO against Brax's own PPO trainer on Brax's
+#                fast, inverted_pendulum and ant (positional backend) at 2048 envs (not in
+#                the default; its wheel set was checked in a Python 3.12 venv of jax
+#                0.11.2, flax, optax, chex, matplotlib and seaborn, as the image has them)
 #   compare      `jaxrl-par compare` on CartPole, 4 seeds, target 475: every paradigm that
 #                runs on one device, with its defaults (not in the default)
 #
-# The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax and
-# their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
+# The GPU image has jax, flax, optax, chex, six and tqdm but not gymnax, rejax, flashbax,
+# brax and their needs: they travel as wheels in .whl/ (git-ignored; name it in `carry`) and are
 # installed into /tmp/site. Nothing is downloaded on the accelerator machine. At most 8
 # files come back from $OUT, so everything is written to gpu.log and a few JSON files.
 set -uo pipefail
@@ -54,7 +58,9 @@ command -v "$PY" >/dev/null || PY=python
 QUICK=""
 WHEELS=(gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 rejax==0.1.3
         distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 dm-tree==0.1.10 gast==0.7.0
-        decorator==5.3.1 flashbax==0.1.3)
+        decorator==5.3.1 flashbax==0.1.3
+        brax==0.14.2 mujoco==4.0.1 mujoco-core==4.0.1 mujoco-mjx==3.17.0 ml-collections==1.1.0
+        trimesh==5.2.0 jaxopt==0.8.5)
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK="--quick" ;;
@@ -75,9 +81,9 @@ LOG="$DEST/gpu.log"
 : > "$LOG"
 say() { echo "$@" | tee -a "$LOG"; }
 
-if ! "$PY" -c "import gymnax, six, rejax, flashbax" 2>/dev/null; then
+if ! "$PY" -c "import gymnax, six, rejax, flashbax, brax" 2>/dev/null; then
   if ! ls .whl/*.whl >/dev/null 2>&1; then
-    say "gymnax/rejax/flashbax missing and no .whl/: run 'bash benchmarks/gpu.sh --prepare' first"
+    say "gymnax/rejax/flashbax/brax missing and no .whl/: run 'bash benchmarks/gpu.sh --prepare' first"
     exit 1
   fi
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -175,6 +181,9 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
               ${QUICK:---repeats 1} --out "$DEST/impala.json" ;;
     sac) section sac 240 "$PY" benchmarks/sac.py ${QUICK:+--steps 6000 --repeats 1 --seeds 1} \
            --out "$DEST/sac.json" ;;
+    brax) if [ -n "$QUICK" ]; then BX=(--envs fast --num-envs 128 --scale 0.1 --repeats 1 --epochs 3)
+          else BX=(--num-envs 2048 --scale 4 --repeats 2); fi
+          section brax 300 "$PY" benchmarks/brax_ppo.py "${BX[@]}" --out "$DEST/brax_ppo.json" ;;
     compare) section compare 240 "$PY" -m jaxrl_par compare ppo a2c a3c a3c@threads impala \
                dqn apex gorila --seeds 4 --target 475 --no-progress --no-compile-cache \
                ${QUICK:+--total-timesteps 4096} --out "$DEST/compare.json" ;;
