@@ -24,7 +24,9 @@ training epoch, evaluation excluded; ours the same per compiled chunk from
 time of its first two epochs beyond what the steady rate gives them, median; ours
 measured apart, in the first run, since later runs reuse the compiled program); and
 the greedy return at the end (Brax: its own deterministic evaluation, 16 episodes;
-ours ``evaluate.greedy_returns``, 16 episodes).
+ours ``evaluate.greedy_returns``, 16 episodes). Repeat ``r`` trains seed ``--seed + r``
+on both sides, so the returns are those of ``--repeats`` seeds (with one seed, the
+pendulum's 1000 against 77 on 2026-12-05 was Brax's lucky seed: BENCHMARKS.md).
 
 Brax 0.14.2's ``train`` calls ``jax.device_put_replicated``, which jax 0.10 removed:
 a shim here replaces it for the run (the trainer is otherwise unchanged).
@@ -184,7 +186,7 @@ def main() -> None:
         for r in range(args.repeats):
             for who, fn in (("brax", run_brax), ("ours", run_ours)) if r % 2 == 0 else (
                     ("ours", run_ours), ("brax", run_brax)):
-                out = fn(spec, steps, args.epochs, args.seed)
+                out = fn(spec, steps, args.epochs, args.seed + r)  # seed r: returns vary
                 runs[who].append(out)
                 print(f"  {spec} {who} run {r}: {out['steps_per_s']:,.0f} steps/s, "
                       f"greedy {out['greedy_return']:.1f}", flush=True)
