@@ -41,7 +41,8 @@
 #                the policy-lag table (not in the default)
 #   sac          benchmarks/sac.py: our SAC vs rejax's SAC on Pendulum-v1 (not in the default)
 #   brax         benchmarks/brax_ppo.py: our PPO against Brax's own PPO trainer on Brax's
-#                fast, inverted_pendulum and ant (positional backend) at 2048 envs (not in
+#                fast, inverted_pendulum and ant (positional backend) at 2048 envs, then
+#                benchmarks/brax_sac.py: SAC against Brax's SAC trainer (not in
 #                the default; its wheel set was checked in a Python 3.12 venv of jax
 #                0.11.2, flax, optax, chex, matplotlib and seaborn, as the image has them)
 #   compare      `jaxrl-par compare` on CartPole, 4 seeds, target 475: every paradigm that
@@ -183,7 +184,10 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
            --out "$DEST/sac.json" ;;
     brax) if [ -n "$QUICK" ]; then BX=(--envs fast --num-envs 128 --scale 0.1 --repeats 1 --epochs 3)
           else BX=(--num-envs 2048 --scale 4 --repeats 2); fi
-          section brax 300 "$PY" benchmarks/brax_ppo.py "${BX[@]}" --out "$DEST/brax_ppo.json" ;;
+          section brax 300 "$PY" benchmarks/brax_ppo.py "${BX[@]}" --out "$DEST/brax_ppo.json"
+          if [ -n "$QUICK" ]; then SX=(--envs fast --scale 0.1 --repeats 1 --epochs 3)
+          else SX=(--repeats 2); fi
+          section brax_sac 200 "$PY" benchmarks/brax_sac.py "${SX[@]}" --out "$DEST/brax_sac.json" ;;
     compare) section compare 240 "$PY" -m jaxrl_par compare ppo a2c a3c a3c@threads impala \
                dqn apex gorila --seeds 4 --target 475 --no-progress --no-compile-cache \
                ${QUICK:+--total-timesteps 4096} --out "$DEST/compare.json" ;;
