@@ -97,3 +97,29 @@ def test_ppo_balances_the_brax_pendulum():
     result = train(algo, 0, progress=False, num_chunks=1)
     returns = greedy_returns(algo, result.state, num_envs=4)
     assert returns.shape == (1,) and returns[0] >= 950, returns
+
+
+def test_a_stopped_run_resumes_as_if_never_stopped(tmp_path):
+    """A Brax env's state (pipeline state, metrics and info dicts) goes through the
+    checkpoint: stopped after its second chunk and resumed, a run ends with the same
+    parameters and env state, bit for bit, as one never stopped."""
+    cfg = ppo.Config(env=PENDULUM, total_timesteps=16 * 16 * 8, num_envs=16, num_steps=16,
+                     hidden_sizes=(8,), normalize_obs=True)
+    algo = ppo.make(cfg)
+    whole = train(algo, 0, progress=False, num_chunks=4)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_half(update, metrics):
+        if update >= 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(algo, 0, progress=False, num_chunks=4, log_dir=str(tmp_path),
+              callback=stop_after_half)
+    resumed = train(algo, 0, progress=False, num_chunks=4, log_dir=str(tmp_path), resume=True)
+    assert list(resumed.chunk_ends) == [6, 8]  # only the second half ran
+    for a, b in zip(jax.tree.leaves((whole.state.params, whole.state.env_state)),
+                    jax.tree.leaves((resumed.state.params, resumed.state.env_state))):
+        np.testing.assert_array_equal(a, b)
