@@ -44,7 +44,6 @@ import io
 import os
 import statistics
 import sys
-import time
 import warnings
 
 import jax
@@ -93,42 +92,49 @@ def brax_env(spec: str):
         return brax_envs.get_environment(name, **({"backend": backend} if backend else {}))
 
 
+def brax_record(brax_train, prefill_steps: int = 0, **kwargs) -> dict:
+    """Runs one of Brax's trainers (``brax_train(**kwargs)``, its ``progress_fn`` ours)
+    and reads the run as the tables do: ``training/sps`` per epoch and their median after
+    ``WARM_EPOCHS``; compile seconds, the time of the first ``WARM_EPOCHS`` epochs beyond
+    what the steady rate gives their steps (``prefill_steps``: env steps Brax takes before
+    its first epoch, counted in its step numbers, e.g. SAC's random-action prefill, whose
+    seconds its walltime also holds); and the final deterministic evaluation's return."""
+    if not hasattr(jax, "device_put_replicated"):  # removed in jax 0.10
+        jax.device_put_replicated = _device_put_replicated
+    records = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        brax_train(progress_fn=lambda step, metrics: records.append((int(step), dict(metrics))),
+                   **kwargs)
+    trained = [r for r in records if "training/sps" in r[1]]  # records[0]: eval before training
+    sps = [float(r[1]["training/sps"]) for r in trained]
+    walltime = np.asarray([float(r[1]["training/walltime"]) for r in trained])
+    done = np.asarray([r[0] for r in trained]) - prefill_steps
+    steady = statistics.median(sps[WARM_EPOCHS:])
+    return {"env_steps": int(done[-1]) + prefill_steps, "steps_per_s": steady,
+            "epoch_steps_per_s": sps,
+            "compile_s": float(walltime[WARM_EPOCHS - 1] - done[WARM_EPOCHS - 1] / steady),
+            "greedy_return": float(trained[-1][1]["eval/episode_reward"])}
+
+
 def run_brax(spec: str, steps: int, epochs: int, seed: int) -> dict:
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as brax_ppo
     from flax import linen
 
-    if not hasattr(jax, "device_put_replicated"):  # removed in jax 0.10
-        jax.device_put_replicated = _device_put_replicated
-    records = []
-    t0 = time.perf_counter()
-
-    def progress(step, metrics):
-        records.append((time.perf_counter() - t0, int(step), dict(metrics)))
-
     networks = functools.partial(
         ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=HP["hidden"],
         value_hidden_layer_sizes=HP["hidden"], activation=linen.tanh)
     n, m = HP["num_envs"], HP["minibatches"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        brax_ppo.train(
-            brax_env(spec), num_timesteps=steps, num_evals=epochs + 1, episode_length=1000,
-            num_envs=n, unroll_length=HP["unroll"], batch_size=n // m, num_minibatches=m,
-            num_updates_per_batch=HP["epochs"], learning_rate=HP["learning_rate"],
-            entropy_cost=HP["ent_coef"], discounting=HP["gamma"], gae_lambda=HP["gae_lambda"],
-            clipping_epsilon=HP["clip_eps"], normalize_observations=True, reward_scaling=1.0,
-            max_grad_norm=None, normalize_advantage=True, vf_loss_coefficient=0.5,
-            num_eval_envs=EVAL_EPISODES, deterministic_eval=True,
-            network_factory=networks, progress_fn=progress, seed=seed)
-    trained = [r for r in records if "training/sps" in r[2]]  # records[0]: eval before training
-    sps = [float(r[2]["training/sps"]) for r in trained]
-    walltime = np.asarray([float(r[2]["training/walltime"]) for r in trained])
-    steps = np.asarray([r[1] for r in trained])
-    steady = statistics.median(sps[WARM_EPOCHS:])
-    return {"env_steps": int(steps[-1]), "steps_per_s": steady, "epoch_steps_per_s": sps,
-            "compile_s": float(walltime[WARM_EPOCHS - 1] - steps[WARM_EPOCHS - 1] / steady),
-            "greedy_return": float(trained[-1][2]["eval/episode_reward"])}
+    return brax_record(
+        brax_ppo.train, environment=brax_env(spec), num_timesteps=steps,
+        num_evals=epochs + 1, episode_length=1000, num_envs=n, unroll_length=HP["unroll"],
+        batch_size=n // m, num_minibatches=m, num_updates_per_batch=HP["epochs"],
+        learning_rate=HP["learning_rate"], entropy_cost=HP["ent_coef"],
+        discounting=HP["gamma"], gae_lambda=HP["gae_lambda"], clipping_epsilon=HP["clip_eps"],
+        normalize_observations=True, reward_scaling=1.0, max_grad_norm=None,
+        normalize_advantage=True, vf_loss_coefficient=0.5, num_eval_envs=EVAL_EPISODES,
+        deterministic_eval=True, network_factory=networks, seed=seed)
 
 
 def run_ours(spec: str, steps: int, epochs: int, seed: int) -> dict:
@@ -141,8 +147,13 @@ def run_ours(spec: str, steps: int, epochs: int, seed: int) -> dict:
         normalize_advantages=True, normalize_obs=True, normalize_rewards=False,
         hidden_sizes=HP["hidden"], activation="tanh")
     algo = ppo.make(cfg)
-    res = train(algo, seed, progress=False, num_chunks=epochs)
-    per_update = cfg.num_envs * cfg.num_steps
+    return ours_record(algo, train(algo, seed, progress=False, num_chunks=epochs),
+                       cfg.num_envs * cfg.num_steps)
+
+
+def ours_record(algo, res, per_update: int) -> dict:
+    """One run of ours as the tables read it: env steps/s per chunk (an epoch) and
+    their median after ``WARM_EPOCHS``, compile seconds, greedy return."""
     ends = np.asarray(res.chunk_ends)
     secs = np.diff(np.asarray(res.chunk_seconds), prepend=0.0)
     sps = (np.diff(ends, prepend=0) * per_update / secs).tolist()
@@ -154,6 +165,49 @@ def run_ours(spec: str, steps: int, epochs: int, seed: int) -> dict:
 
 def _returns(runs: list[dict]) -> str:
     return ", ".join(f"{x['greedy_return']:.0f}" for x in runs)
+
+
+def alternate(specs: list[str], steps_of: dict, per_update: int, args, run_brax,
+              run_ours) -> list[dict]:
+    """For each env: ``args.repeats`` runs of each trainer, alternated (B O, O B, ...),
+    repeat ``r`` on seed ``args.seed + r``; a row of the runs and the median rates."""
+    rows = []
+    for spec in specs:
+        if spec not in steps_of:
+            raise SystemExit(f"unknown env {spec!r}; one of {', '.join(steps_of)}")
+        steps = max(1, round(steps_of[spec] * args.scale / (per_update * args.epochs))) \
+            * per_update * args.epochs
+        runs = {"brax": [], "ours": []}
+        for r in range(args.repeats):
+            order = (("brax", run_brax), ("ours", run_ours))
+            for who, fn in order if r % 2 == 0 else order[::-1]:
+                out = fn(spec, steps, args.epochs, args.seed + r)  # seed r: returns vary
+                runs[who].append(out)
+                print(f"  {spec} {who} run {r}: {out['steps_per_s']:,.0f} steps/s, "
+                      f"greedy {out['greedy_return']:.1f}", flush=True)
+        med = {w: statistics.median(o["steps_per_s"] for o in runs[w]) for w in runs}
+        rows.append({"env": spec, "env_steps": steps, "brax": runs["brax"], "ours": runs["ours"],
+                     "brax_steps_per_s": med["brax"], "ours_steps_per_s": med["ours"],
+                     "ratio": med["ours"] / med["brax"]})
+    return rows
+
+
+def report(rows: list[dict], trainer: str, args, hp: dict) -> None:
+    """Prints the markdown table and writes ``args.out``."""
+    print(f"\n| env | env steps | Brax {trainer} steps/s | ours steps/s | ours/Brax | compile "
+          "Brax / ours (s) | greedy return Brax / ours |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for row in rows:
+        b, o = row["brax"], row["ours"]
+        # Ours: the first run's (later ones reuse the runner's compiled program); Brax
+        # compiles in every run (new closures each call): the median.
+        compile_s = [statistics.median(x["compile_s"] for x in b), o[0]["compile_s"]]
+        print(f"| {row['env']} | {row['env_steps']:,} | {row['brax_steps_per_s']:,.0f} | "
+              f"{row['ours_steps_per_s']:,.0f} | {row['ratio']:.2f} | {compile_s[0]:.1f} / "
+              f"{compile_s[1]:.1f} | {_returns(b)} / {_returns(o)} |")
+    write_json(args.out, {"machine": machine(), "hp": {**hp, "hidden": list(hp["hidden"])},
+                          "repeats": args.repeats, "epochs": args.epochs, "rows": rows})
+    print(f"wrote {args.out}")
 
 
 def main() -> None:
@@ -175,39 +229,9 @@ def main() -> None:
     if args.epochs <= WARM_EPOCHS:
         raise SystemExit(f"--epochs must be > {WARM_EPOCHS}: the first {WARM_EPOCHS} include "
                          "Brax's compiles")
-    rows = []
-    for spec in args.envs.split(","):
-        if spec not in STEPS:
-            raise SystemExit(f"unknown env {spec!r}; one of {', '.join(STEPS)}")
-        per_update = HP["num_envs"] * HP["unroll"]
-        steps = max(1, round(STEPS[spec] * args.scale / (per_update * args.epochs))) \
-            * per_update * args.epochs
-        runs = {"brax": [], "ours": []}
-        for r in range(args.repeats):
-            for who, fn in (("brax", run_brax), ("ours", run_ours)) if r % 2 == 0 else (
-                    ("ours", run_ours), ("brax", run_brax)):
-                out = fn(spec, steps, args.epochs, args.seed + r)  # seed r: returns vary
-                runs[who].append(out)
-                print(f"  {spec} {who} run {r}: {out['steps_per_s']:,.0f} steps/s, "
-                      f"greedy {out['greedy_return']:.1f}", flush=True)
-        med = {w: statistics.median(o["steps_per_s"] for o in runs[w]) for w in runs}
-        rows.append({"env": spec, "env_steps": steps, "brax": runs["brax"], "ours": runs["ours"],
-                     "brax_steps_per_s": med["brax"], "ours_steps_per_s": med["ours"],
-                     "ratio": med["ours"] / med["brax"]})
-    print("\n| env | env steps | Brax PPO steps/s | ours steps/s | ours/Brax | compile Brax "
-          "/ ours (s) | greedy return Brax / ours |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for row in rows:
-        b, o = row["brax"], row["ours"]
-        # Ours: the first run's (later ones reuse the runner's compiled program); Brax
-        # compiles in every run (new closures each call): the median.
-        compile_s = [statistics.median(x["compile_s"] for x in b), o[0]["compile_s"]]
-        print(f"| {row['env']} | {row['env_steps']:,} | {row['brax_steps_per_s']:,.0f} | "
-              f"{row['ours_steps_per_s']:,.0f} | {row['ratio']:.2f} | {compile_s[0]:.1f} / "
-              f"{compile_s[1]:.1f} | {_returns(b)} / {_returns(o)} |")
-    write_json(args.out, {"machine": machine(), "hp": {**HP, "hidden": list(HP["hidden"])},
-                          "repeats": args.repeats, "epochs": args.epochs, "rows": rows})
-    print(f"wrote {args.out}")
+    rows = alternate(args.envs.split(","), STEPS, HP["num_envs"] * HP["unroll"], args,
+                     run_brax, run_ours)
+    report(rows, "PPO", args, HP)
 
 
 if __name__ == "__main__":

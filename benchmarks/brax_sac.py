@@ -25,20 +25,20 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 import sys
-import time
-import warnings
-
-import jax
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from brax_ppo import EVAL_EPISODES, WARM_EPOCHS, _device_put_replicated, _returns, brax_env
-from common import machine, write_json
+from brax_ppo import (
+    EVAL_EPISODES,
+    WARM_EPOCHS,
+    alternate,
+    brax_env,
+    brax_record,
+    ours_record,
+    report,
+)
 
 from jaxrl_par.algos import sac
-from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.train import train
 
 #: env -> env steps per repeat, learning starts included
@@ -52,37 +52,17 @@ def run_brax(spec: str, steps: int, epochs: int, seed: int) -> dict:
     from brax.training.agents.sac import networks as sac_networks
     from brax.training.agents.sac import train as brax_sac
 
-    if not hasattr(jax, "device_put_replicated"):  # removed in jax 0.10
-        jax.device_put_replicated = _device_put_replicated
-    records = []
-    t0 = time.perf_counter()
-
-    def progress(step, metrics):
-        records.append((time.perf_counter() - t0, int(step), dict(metrics)))
-
     networks = functools.partial(sac_networks.make_sac_networks,
                                  hidden_layer_sizes=HP["hidden"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        brax_sac.train(
-            brax_env(spec), num_timesteps=steps, episode_length=1000,
-            num_envs=HP["num_envs"], num_eval_envs=EVAL_EPISODES,
-            learning_rate=HP["learning_rate"], discounting=HP["gamma"], seed=seed,
-            batch_size=HP["batch_size"], num_evals=epochs + 1, normalize_observations=False,
-            tau=HP["tau"], min_replay_size=HP["learning_starts"],
-            max_replay_size=HP["buffer_size"], grad_updates_per_step=HP["grad_updates"],
-            deterministic_eval=True, network_factory=networks, progress_fn=progress)
-    trained = [r for r in records if "training/sps" in r[2]]
-    sps = [float(r[2]["training/sps"]) for r in trained]
-    walltime = np.asarray([float(r[2]["training/walltime"]) for r in trained])
-    done = np.asarray([r[1] for r in trained]) - HP["learning_starts"]  # prefill: before
-    steady = statistics.median(sps[WARM_EPOCHS:])
-    # training/walltime starts with the prefill's seconds: taken off with the first epoch's
-    # steady-rate share, what remains of the first two epochs is compile.
-    return {"env_steps": int(done[-1] + HP["learning_starts"]), "steps_per_s": steady,
-            "epoch_steps_per_s": sps,
-            "compile_s": float(walltime[WARM_EPOCHS - 1] - done[WARM_EPOCHS - 1] / steady),
-            "greedy_return": float(trained[-1][2]["eval/episode_reward"])}
+    return brax_record(
+        brax_sac.train, prefill_steps=HP["learning_starts"], environment=brax_env(spec),
+        num_timesteps=steps, episode_length=1000, num_envs=HP["num_envs"],
+        num_eval_envs=EVAL_EPISODES, learning_rate=HP["learning_rate"],
+        discounting=HP["gamma"], seed=seed, batch_size=HP["batch_size"],
+        num_evals=epochs + 1, normalize_observations=False, tau=HP["tau"],
+        min_replay_size=HP["learning_starts"], max_replay_size=HP["buffer_size"],
+        grad_updates_per_step=HP["grad_updates"], deterministic_eval=True,
+        network_factory=networks)
 
 
 def run_ours(spec: str, steps: int, epochs: int, seed: int) -> dict:
@@ -94,15 +74,8 @@ def run_ours(spec: str, steps: int, epochs: int, seed: int) -> dict:
         learning_rate=HP["learning_rate"], alpha_learning_rate=HP["learning_rate"],
         gamma=HP["gamma"], tau=HP["tau"], hidden_sizes=HP["hidden"], activation="relu")
     algo = sac.make(cfg)
-    res = train(algo, seed, progress=False, num_chunks=epochs)
-    per_update = cfg.env_steps_per_update
-    ends = np.asarray(res.chunk_ends)
-    secs = np.diff(np.asarray(res.chunk_seconds), prepend=0.0)
-    sps = (np.diff(ends, prepend=0) * per_update / secs).tolist()
-    greedy = greedy_returns(algo, res.state, num_envs=EVAL_EPISODES)
-    return {"env_steps": int(ends[-1]) * per_update,
-            "steps_per_s": statistics.median(sps[WARM_EPOCHS:]), "epoch_steps_per_s": sps,
-            "compile_s": res.compile_seconds, "greedy_return": float(greedy.mean())}
+    return ours_record(algo, train(algo, seed, progress=False, num_chunks=epochs),
+                       cfg.env_steps_per_update)
 
 
 def main() -> None:
@@ -116,37 +89,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.epochs <= WARM_EPOCHS:
         raise SystemExit(f"--epochs must be > {WARM_EPOCHS}")
-    rows = []
-    per_update = HP["num_envs"] * HP["ours_num_steps"]
-    for spec in args.envs.split(","):
-        if spec not in STEPS:
-            raise SystemExit(f"unknown env {spec!r}; one of {', '.join(STEPS)}")
-        steps = max(1, round(STEPS[spec] * args.scale / (per_update * args.epochs))) \
-            * per_update * args.epochs
-        runs = {"brax": [], "ours": []}
-        for r in range(args.repeats):
-            order = (("brax", run_brax), ("ours", run_ours))
-            for who, fn in order if r % 2 == 0 else order[::-1]:
-                out = fn(spec, steps, args.epochs, args.seed + r)
-                runs[who].append(out)
-                print(f"  {spec} {who} run {r}: {out['steps_per_s']:,.0f} steps/s, "
-                      f"greedy {out['greedy_return']:.1f}", flush=True)
-        med = {w: statistics.median(o["steps_per_s"] for o in runs[w]) for w in runs}
-        rows.append({"env": spec, "env_steps": steps, "brax": runs["brax"], "ours": runs["ours"],
-                     "brax_steps_per_s": med["brax"], "ours_steps_per_s": med["ours"],
-                     "ratio": med["ours"] / med["brax"]})
-    print("\n| env | env steps | Brax SAC steps/s | ours steps/s | ours/Brax | compile Brax "
-          "/ ours (s) | greedy return Brax / ours |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for row in rows:
-        b, o = row["brax"], row["ours"]
-        compile_s = [statistics.median(x["compile_s"] for x in b), o[0]["compile_s"]]
-        print(f"| {row['env']} | {row['env_steps']:,} | {row['brax_steps_per_s']:,.0f} | "
-              f"{row['ours_steps_per_s']:,.0f} | {row['ratio']:.2f} | {compile_s[0]:.1f} / "
-              f"{compile_s[1]:.1f} | {_returns(b)} / {_returns(o)} |")
-    write_json(args.out, {"machine": machine(), "hp": {**HP, "hidden": list(HP["hidden"])},
-                          "repeats": args.repeats, "epochs": args.epochs, "rows": rows})
-    print(f"wrote {args.out}")
+    rows = alternate(args.envs.split(","), STEPS, HP["num_envs"] * HP["ours_num_steps"],
+                     args, run_brax, run_ours)
+    report(rows, "SAC", args, HP)
 
 
 if __name__ == "__main__":
