@@ -38,9 +38,7 @@ a shim here replaces it for the run (the trainer is otherwise unchanged).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import io
 import os
 import statistics
 import sys
@@ -54,6 +52,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
 from jaxrl_par.algos import ppo
+from jaxrl_par.envs import brax_envs
 from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.train import train
 
@@ -84,12 +83,9 @@ def _device_put_replicated(x, devices):
 
 
 def brax_env(spec: str):
-    from brax import envs as brax_envs
-
-    name, _, backend = spec.partition(":")
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        return brax_envs.get_environment(name, **({"backend": backend} if backend else {}))
+    """Brax's own env for ``"<name>[:<backend>]"``: the one our ``"brax:<spec>"`` id wraps."""
+    env, _ = brax_envs.factory(f"brax:{spec}")()
+    return env.env
 
 
 def brax_record(brax_train, prefill_steps: int = 0, **kwargs) -> dict:
