@@ -65,7 +65,7 @@ EVAL_EPISODES = 16
 #: Epochs left out of the steady rate. Brax's trainer compiles its epoch program twice on
 #: jax 0.10-0.11: the parameters and env states its first epoch returns are placed on
 #: another mesh axis and with other weak types than the ones it started from (jax's
-#: cache-miss explanations), so its second epoch ran at ~1/25 of the third's rate.
+#: cache-miss explanations), so its second epoch ran at 1/25-1/10 of the third's rate.
 #: Ours compiles once, ahead; the same epochs are left out of both.
 WARM_EPOCHS = 2
 
