@@ -746,9 +746,14 @@ def main(argv: list[str] | None = None) -> int:
     previous = None
     # Not on several hosts: there GracefulStop is off too, and SIGTERM keeps its default
     # (the process ends at once, not after the compiled call in flight).
-    if (not _multi_host(args) and threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
-        previous = signal.signal(signal.SIGTERM, interrupt.raise_terminated)
+    previous_int = None
+    if not _multi_host(args) and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, interrupt.raise_terminated)
+        # Python's own Ctrl-C handler, noting the signal in case Python drops the
+        # exception (interrupt.raise_pending)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous_int = signal.signal(signal.SIGINT, interrupt.raise_interrupt)
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
     kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
             "checkpoint)" if log_dir else "")
@@ -764,17 +769,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxrl-par: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by Ctrl-C{kept}", file=sys.stderr)
         return 128 + signal.SIGINT
     except BrokenPipeError:  # e.g. `jaxrl-par list | head`: the reader is gone, so stop
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 0
     except interrupt.Terminated:
+        interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by SIGTERM{kept}", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 if __name__ == "__main__":

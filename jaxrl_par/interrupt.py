@@ -25,13 +25,46 @@ class Terminated(Exception):
     """Raised by :func:`raise_terminated`: SIGTERM arrived while no chunk was in flight."""
 
 
+# The signals whose raising handler (below) ran and whose exception may have been lost:
+# Python drops an exception that a signal handler raises while a garbage-collection
+# callback runs ("Exception ignored in: <function _xla_gc_callback ...>"; jax runs one
+# at every collection), and the program then goes on as if no signal had come. Process
+# state, as signal dispositions are; :func:`raise_pending` raises them again.
+_pending: set[int] = set()
+
+
 def raise_terminated(signum, frame) -> None:
     """A SIGTERM handler for a program's main thread outside training (imports, compiling,
     evaluating): raises :class:`Terminated`, so that cleanup runs and the program can say
     what stopped it. Within :class:`GracefulStop` the first SIGTERM finishes the chunk
     instead, and the second ends the process at once, as SIGTERM's default action does
     (this handler could only run once the compiled call in flight returned)."""
+    _pending.add(signal.SIGTERM)
     raise Terminated
+
+
+def raise_interrupt(signum, frame) -> None:
+    """Python's own SIGINT handler (``KeyboardInterrupt``), noting the signal for
+    :func:`raise_pending` as :func:`raise_terminated` does."""
+    _pending.add(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
+def raise_pending() -> None:
+    """Raises what :func:`raise_terminated` or :func:`raise_interrupt` raised since the
+    last call, in case Python dropped it (see ``_pending``); else nothing. Called where
+    such an exception would have surfaced: right after a compile returns."""
+    if signal.SIGINT in _pending:
+        _pending.clear()
+        raise KeyboardInterrupt
+    if signal.SIGTERM in _pending:
+        _pending.clear()
+        raise Terminated
+
+
+def forget_pending() -> None:
+    """Drops the noted signals once their exception was caught (it was not lost)."""
+    _pending.clear()
 
 
 def message(signum: int) -> str:

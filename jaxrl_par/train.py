@@ -476,6 +476,7 @@ def train(
             compile_seconds = time.perf_counter() - t0
             if show:
                 print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
+        interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
 
     done_updates = 0
     history: dict[str, list[np.ndarray]] = {}

@@ -12,7 +12,7 @@ import pytest
 import toy_algo
 from killed import train_killed_after
 
-from jaxrl_par import checkpoint, lru, memory
+from jaxrl_par import checkpoint, interrupt, lru, memory
 from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
 from jaxrl_par.lockfile import LogDirLock
@@ -270,6 +270,30 @@ def test_graceful_stop_hands_back_a_raising_sigterm_handler_as_sigterms_default(
         assert stop.requested and stop.signum == signal.SIGTERM
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("handler,raised",
+                         [(interrupt.raise_terminated, interrupt.Terminated),
+                          (interrupt.raise_interrupt, KeyboardInterrupt)],
+                         ids=["SIGTERM", "SIGINT"])
+def test_a_signal_exception_python_dropped_is_raised_after_the_compile(tmp_path, handler,
+                                                                       raised):
+    """Python drops an exception that a signal handler raises inside a garbage-collection
+    callback or ``__del__`` (jax runs such a callback at every collection), and a CLI run
+    once trained to the end after its SIGTERM (CI, 2026-12-05). The CLI's handlers note
+    the signal: the runner raises it when the compile returns, before it writes to the
+    log dir, and only once."""
+    class Dropped:
+        def __del__(self):
+            handler(None, None)
+
+    Dropped()  # Python prints "Exception ignored in ..." and goes on
+    log = tmp_path / "run"
+    with pytest.raises(raised):
+        train(toy_algo.make(TOY), 0, progress=False, log_dir=str(log))
+    assert not log.exists()
+    interrupt.raise_pending()  # nothing is pending any more
+    assert not train(toy_algo.make(TOY), 0, progress=False).interrupted
 
 
 def test_resume_after_a_kill_that_cut_the_metrics_mid_line(tmp_path):
