@@ -736,7 +736,8 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit code.
 
     A Ctrl-C or SIGTERM while nothing is in flight (importing, compiling, evaluating)
-    stops the command with a line instead of a traceback, and exit code 130 or 143;
+    stops the command with a line instead of a traceback, and exit code 130 or 143 (also
+    when Python dropped the signal's exception: ``interrupt.raise_pending``);
     during training the runner finishes its chunk first (``jaxrl_par.interrupt``).
     SIGTERM raises here instead of killing the process (``interrupt.raise_terminated``),
     so that cleanup runs: a log dir that the run created and did not write to is removed
@@ -757,14 +758,14 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
     kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
             "checkpoint)" if log_dir else "")
+    commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare}
     try:
-        if args.command == "train":
-            return cmd_train(args)
-        if args.command == "eval":
-            return cmd_eval(args)
-        if args.command == "compare":
-            return cmd_compare(args)
-        return cmd_list(args)
+        code = commands.get(args.command, cmd_list)(args)
+        # A Ctrl-C or SIGTERM whose exception Python dropped after the last check (the
+        # runner's after its compile, evaluation's, compare's between entries) still
+        # ends the command with its code, as a scheduler that sent it expects.
+        interrupt.raise_pending()
+        return code
     except (ValueError, FloatingPointError, FileNotFoundError) as e:
         print(f"jaxrl-par: error: {e}", file=sys.stderr)
         return 2

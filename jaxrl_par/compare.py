@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_par import algos
+from jaxrl_par import algos, interrupt
 from jaxrl_par.algos.config import apply_overrides
 
 RUNTIMES = ("program", "threads", "actor-learner", "devices")
@@ -454,6 +454,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
     check_devices([e for e in entries if e.name not in earlier])
     rows: list[Row] = []
     for i, (entry, algo, record) in enumerate(zip(entries, made, records)):
+        interrupt.raise_pending()  # a stop Python lost since the last entry's compile
         if entry.name in earlier:
             row = Row.from_record(earlier[entry.name])
             if progress:
@@ -499,6 +500,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
     runtime_kw = {e.name: _runtime_kwargs(e) for e in entries}
     for r in range(1, repeats):  # the speed again, entries alternating
         for entry, algo, row in zip(entries, made, rows):
+            interrupt.raise_pending()
             if row.reused:
                 continue
             if progress:

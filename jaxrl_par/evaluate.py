@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import envs
+from jaxrl_par import envs, interrupt
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.envs import host
 from jaxrl_par.precision import float32
@@ -89,6 +89,7 @@ def greedy_returns(algo: Algorithm, states, *, num_envs: int = 8, max_steps: int
                          "one state use jax.tree.map(lambda x: x[None], state)")
     run = _evaluator(algo.act, env_id, int(num_envs), int(max_steps))
     returns, unfinished = run(states, jax.random.key(seed))
+    interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
     if np.any(np.asarray(unfinished)):
         raise ValueError(f"an episode of {env_id} was still running after max_steps="
                          f"{max_steps}; give a larger max_steps")

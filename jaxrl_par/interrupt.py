@@ -53,7 +53,8 @@ def raise_interrupt(signum, frame) -> None:
 def raise_pending() -> None:
     """Raises what :func:`raise_terminated` or :func:`raise_interrupt` raised since the
     last call, in case Python dropped it (see ``_pending``); else nothing. Called where
-    such an exception would have surfaced: right after a compile returns."""
+    such an exception would have surfaced: right after a compile returns (the runner's,
+    an evaluation's), before each entry of ``compare``, and when a CLI command returns."""
     if signal.SIGINT in _pending:
         _pending.clear()
         raise KeyboardInterrupt

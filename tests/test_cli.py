@@ -395,3 +395,26 @@ def test_mesh_leaves_to_one_device_and_back():
     assert np.array_equal(mesh_leaf(params, (3, 2, 5)), np.stack([params, params], 1))
     odd = rng.normal(size=(3, 2, 7))
     assert one_device_leaf(odd, (3, 5)) is odd  # no reading fits: left for the shape check
+
+
+@pytest.mark.parametrize("handler, code, name", [
+    ("raise_terminated", 143, "SIGTERM"), ("raise_interrupt", 130, "Ctrl-C")])
+def test_cli_ends_with_the_signal_code_when_python_dropped_its_exception(
+        monkeypatch, capsys, handler, code, name):
+    """A Ctrl-C or SIGTERM whose exception Python dropped inside a garbage-collection
+    callback, after the last check in the runner, still ends the command with the
+    signal's exit code and line, as a scheduler that sent it expects."""
+    from jaxrl_par import cli, interrupt
+
+    class Dropped:
+        def __del__(self):
+            getattr(interrupt, handler)(None, None)
+
+    def listing(args):
+        Dropped()  # Python prints "Exception ignored in ..." and goes on
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_list", listing)
+    assert main(["list"]) == code
+    assert f"stopped by {name}" in capsys.readouterr().err
+    interrupt.raise_pending()  # forgotten once reported

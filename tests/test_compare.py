@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from jaxrl_par import algos, compare
+from jaxrl_par import algos, compare, interrupt
 from jaxrl_par.compare import Entry
 from jaxrl_par.train import TrainResult, config_record, train
 
@@ -194,6 +194,36 @@ def test_finished_rows_are_reused_and_other_settings_named():
     with pytest.raises(ValueError, match=r"seeds \[0\] \(now \[1\]\)"):
         compare.compare(["a2c"], "CartPole-v1", [1], total_timesteps=4096, done=[record],
                         progress=False)
+
+
+@pytest.mark.parametrize("handler, raised", [
+    (interrupt.raise_terminated, interrupt.Terminated),
+    (interrupt.raise_interrupt, KeyboardInterrupt)])
+def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, raised):
+    """A SIGTERM or Ctrl-C whose exception Python dropped (inside a garbage-collection
+    callback, as ``_xla_gc_callback``) while an entry finished stops the comparison
+    before the next entry trains; the finished entry's row was handed out first."""
+    record = compare.Row(entry=Entry("a2c"), env="CartPole-v1", seeds=[0], devices=1,
+                         env_steps=4096, final_returns=[30.0], steps_per_second=1.0,
+                         compile_seconds=1.0, train_seconds=1.0, curve={"return": [30.0]},
+                         config=config_record(algos.get("a2c").make(
+                             compare.entry_config(Entry("a2c"), "CartPole-v1", 4096)))
+                         ).to_record()
+    handed = []
+
+    class Dropped:
+        def __del__(self):
+            handler(None, None)
+
+    def on_row(row):
+        handed.append(row.entry.name)
+        Dropped()  # Python prints "Exception ignored in ..." and goes on
+
+    with pytest.raises(raised):
+        compare.compare(["a2c", "ppo"], "CartPole-v1", [0], total_timesteps=4096,
+                        done=[record], on_row=on_row, progress=False)
+    assert handed == ["a2c"]  # ppo never started
+    interrupt.raise_pending()  # raised once: nothing is pending any more
 
 
 SMALL = "total_timesteps=4096"
