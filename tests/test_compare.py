@@ -199,7 +199,8 @@ def test_finished_rows_are_reused_and_other_settings_named():
 @pytest.mark.parametrize("handler, raised", [
     (interrupt.raise_terminated, interrupt.Terminated),
     (interrupt.raise_interrupt, KeyboardInterrupt)])
-def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, raised):
+def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, raised,
+                                                                   monkeypatch):
     """A SIGTERM or Ctrl-C whose exception Python dropped (inside a garbage-collection
     callback, as ``_xla_gc_callback``) while an entry finished stops the comparison
     before the next entry trains; the finished entry's row was handed out first."""
@@ -209,7 +210,13 @@ def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, rais
                          config=config_record(algos.get("a2c").make(
                              compare.entry_config(Entry("a2c"), "CartPole-v1", 4096)))
                          ).to_record()
-    handed = []
+    handed, trained = [], []
+
+    def recording_train(algo, *args, **kwargs):
+        trained.append(algo)
+        return train(algo, *args, **kwargs)
+
+    monkeypatch.setattr("jaxrl_par.train.train", recording_train)
 
     class Dropped:
         def __del__(self):
@@ -222,7 +229,8 @@ def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, rais
     with pytest.raises(raised):
         compare.compare(["a2c", "ppo"], "CartPole-v1", [0], total_timesteps=4096,
                         done=[record], on_row=on_row, progress=False)
-    assert handed == ["a2c"]  # ppo never started
+    assert handed == ["a2c"]
+    assert trained == []  # ppo never started: not even its compile (the runner's check)
     interrupt.raise_pending()  # raised once: nothing is pending any more
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import envs
+from jaxrl_par import envs, interrupt
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.evaluate import _evaluator, greedy_returns
 
@@ -55,6 +55,27 @@ def test_errors_name_the_fix():
         greedy_returns(algo, {"flip": jnp.float32(1.0)})
     with pytest.raises(ValueError, match="no act"):
         greedy_returns(algo._replace(act=None), {"flip": jnp.ones(1)})
+
+
+@pytest.mark.parametrize("handler, raised", [
+    (interrupt.raise_terminated, interrupt.Terminated),
+    (interrupt.raise_interrupt, KeyboardInterrupt)])
+def test_a_stop_python_dropped_while_compiling_ends_the_evaluation(handler, raised):
+    """A SIGTERM or Ctrl-C whose exception Python dropped during the evaluator's compile
+    (inside a garbage-collection callback, as ``_xla_gc_callback``) is raised when the
+    compile returns, not lost."""
+    class Dropped:
+        def __del__(self):
+            handler(None, None)
+
+    def act(state, obs, key):  # traced once, in the compile
+        Dropped()  # Python prints "Exception ignored in ..." and goes on
+        return sign_policy(state, obs, key)
+
+    with pytest.raises(raised):
+        greedy_returns(fixed_policy("ProbeObsAction-v0", act), {"flip": jnp.ones(1)},
+                       max_steps=2)
+    interrupt.raise_pending()  # raised once: nothing is pending any more
 
 
 def _leaves(tree):
