@@ -8,8 +8,9 @@ import sys
 import jax
 import numpy as np
 import pytest
+from dropped import drop_signal
 
-from jaxrl_par import checkpoint
+from jaxrl_par import checkpoint, cli, interrupt
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
@@ -404,14 +405,8 @@ def test_cli_ends_with_the_signal_code_when_python_dropped_its_exception(
     """A Ctrl-C or SIGTERM whose exception Python dropped inside a garbage-collection
     callback, after the last check in the runner, still ends the command with the
     signal's exit code and line, as a scheduler that sent it expects."""
-    from jaxrl_par import cli, interrupt
-
-    class Dropped:
-        def __del__(self):
-            getattr(interrupt, handler)(None, None)
-
     def listing(args):
-        Dropped()  # Python prints "Exception ignored in ..." and goes on
+        drop_signal(getattr(interrupt, handler))
         return 0
 
     monkeypatch.setattr(cli, "cmd_list", listing)

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from dropped import HANDLERS, drop_signal
 
 from jaxrl_par import algos, compare, interrupt
 from jaxrl_par.compare import Entry
@@ -196,9 +197,7 @@ def test_finished_rows_are_reused_and_other_settings_named():
                         progress=False)
 
 
-@pytest.mark.parametrize("handler, raised", [
-    (interrupt.raise_terminated, interrupt.Terminated),
-    (interrupt.raise_interrupt, KeyboardInterrupt)])
+@pytest.mark.parametrize("handler, raised", HANDLERS)
 def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, raised,
                                                                    monkeypatch):
     """A SIGTERM or Ctrl-C whose exception Python dropped (inside a garbage-collection
@@ -218,13 +217,9 @@ def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, rais
 
     monkeypatch.setattr("jaxrl_par.train.train", recording_train)
 
-    class Dropped:
-        def __del__(self):
-            handler(None, None)
-
     def on_row(row):
         handed.append(row.entry.name)
-        Dropped()  # Python prints "Exception ignored in ..." and goes on
+        drop_signal(handler)
 
     with pytest.raises(raised):
         compare.compare(["a2c", "ppo"], "CartPole-v1", [0], total_timesteps=4096,

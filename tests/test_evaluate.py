@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from dropped import HANDLERS, drop_signal
 
 from jaxrl_par import envs, interrupt
 from jaxrl_par.algos.base import Algorithm
@@ -57,19 +58,13 @@ def test_errors_name_the_fix():
         greedy_returns(algo._replace(act=None), {"flip": jnp.ones(1)})
 
 
-@pytest.mark.parametrize("handler, raised", [
-    (interrupt.raise_terminated, interrupt.Terminated),
-    (interrupt.raise_interrupt, KeyboardInterrupt)])
+@pytest.mark.parametrize("handler, raised", HANDLERS)
 def test_a_stop_python_dropped_while_compiling_ends_the_evaluation(handler, raised):
     """A SIGTERM or Ctrl-C whose exception Python dropped during the evaluator's compile
     (inside a garbage-collection callback, as ``_xla_gc_callback``) is raised when the
     compile returns, not lost."""
-    class Dropped:
-        def __del__(self):
-            handler(None, None)
-
     def act(state, obs, key):  # traced once, in the compile
-        Dropped()  # Python prints "Exception ignored in ..." and goes on
+        drop_signal(handler)
         return sign_policy(state, obs, key)
 
     with pytest.raises(raised):

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 import toy_algo
+from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
 from jaxrl_par import checkpoint, interrupt, lru, memory
@@ -272,10 +273,7 @@ def test_graceful_stop_hands_back_a_raising_sigterm_handler_as_sigterms_default(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-@pytest.mark.parametrize("handler,raised",
-                         [(interrupt.raise_terminated, interrupt.Terminated),
-                          (interrupt.raise_interrupt, KeyboardInterrupt)],
-                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("handler,raised", HANDLERS, ids=["SIGTERM", "SIGINT"])
 def test_a_signal_exception_python_dropped_is_raised_after_the_compile(tmp_path, handler,
                                                                        raised):
     """Python drops an exception that a signal handler raises inside a garbage-collection
@@ -283,11 +281,7 @@ def test_a_signal_exception_python_dropped_is_raised_after_the_compile(tmp_path,
     once trained to the end after its SIGTERM (CI, 2026-12-05). The CLI's handlers note
     the signal: the runner raises it when the compile returns, before it writes to the
     log dir, and only once."""
-    class Dropped:
-        def __del__(self):
-            handler(None, None)
-
-    Dropped()  # Python prints "Exception ignored in ..." and goes on
+    drop_signal(handler)
     log = tmp_path / "run"
     with pytest.raises(raised):
         train(toy_algo.make(TOY), 0, progress=False, log_dir=str(log))
