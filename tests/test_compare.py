@@ -260,13 +260,17 @@ def test_compare_trains_each_entry_as_train_does_and_times_its_chunks():
     assert seconds[-1] == pytest.approx(rows[0].train_seconds, rel=0.2, abs=0.05)
 
 
-def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
+def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path, monkeypatch, capsys):
+    """``python -m jaxrl_par compare`` end to end in a subprocess; then, in this process
+    (a subprocess costs ~5 s of jax import on the CI's CPU), a resume that reuses the
+    saved rows, a resume with another target, and an entry without that runtime."""
     out = tmp_path / "compare.json"
-    args = [sys.executable, "-m", "jaxrl_par", "compare", "a2c", "a3c@threads", "--seeds",
-            "2", "--total-timesteps", "4096", "--target", "15", "--out", str(out), "--json",
-            "--plot", str(tmp_path / "compare.png"), "--no-compile-cache"]
-    proc = subprocess.run(args + ["--no-progress"], check=False, capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    args = ["compare", "a2c", "a3c@threads", "--seeds", "2", "--total-timesteps", "4096",
+            "--target", "15", "--out", str(out), "--json", "--plot",
+            str(tmp_path / "compare.png"), "--no-compile-cache"]
+    proc = subprocess.run([sys.executable, "-m", "jaxrl_par", *args, "--no-progress"],
+                          check=False, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["entry"] for r in summary["rows"]] == ["a2c", "a3c@threads"]
@@ -279,15 +283,15 @@ def test_the_cli_prints_a_table_and_json_and_saves_the_rows(tmp_path):
     assert json.loads(out.read_text()) == summary
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"  # matplotlib: [test]
     assert "| a3c@threads |" in proc.stderr  # the table goes to stderr with --json
-    again = subprocess.run(args + ["--resume"], check=False, capture_output=True, text=True,
-                           timeout=300, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert again.stderr.count("finished before, its row is reused") == 2
-    assert json.loads(again.stdout.strip().splitlines()[-1]) == summary
-    other = subprocess.run(args + ["--resume", "--target", "20"], check=False,
-                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert other.returncode == 2 and "holds a comparison with target 15.0" in other.stderr
-    bad = subprocess.run([sys.executable, "-m", "jaxrl_par", "compare", "ppo@threads"],
-                         check=False, capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
-    assert bad.returncode == 2 and "ppo has no threads runtime" in bad.stderr
+    from jaxrl_par.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    again = capsys.readouterr()
+    assert again.err.count("finished before, its row is reused") == 2
+    assert json.loads(again.out.strip().splitlines()[-1]) == summary
+    assert main([*args, "--resume", "--target", "20"]) == 2
+    assert "holds a comparison with target 15.0" in capsys.readouterr().err
+    assert main(["compare", "ppo@threads"]) == 2
+    assert "ppo has no threads runtime" in capsys.readouterr().err
