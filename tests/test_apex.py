@@ -117,7 +117,7 @@ def test_cartpole_reaches_475():
     one-seed test would pass or fail on luck. On 2026-12-06 (Zen 2, AVX2) seeds 0-23 in
     batches of 8 gave 6, 6 and 5 of 8 at >= 475 (71% per seed); at that rate 4 of 8 holds
     ~95% of the time on a CPU that rounds differently. The earlier budget (1e5 steps,
-    batch 256, learning rate 1e-3: ~78% per seed) cost ~110 s of the CI's 2 cores."""
+    batch 256, learning rate 1e-3: ~78% per seed) took 113 s in the suite there."""
     cfg = apex.Config(num_actors=16, num_steps=4, learner_steps_per_iteration=8,
                       batch_size=128, learning_starts=1_000, learning_rate=2e-3,
                       target_period=50, total_timesteps=60_000)
