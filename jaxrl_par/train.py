@@ -58,16 +58,32 @@ _by_program = lru.LRU(_MAX_COMPILED)
 _traced = lru.LRU(_MAX_COMPILED)
 
 
+# jax settings read when a program is compiled rather than traced: a program compiled under
+# one (e.g. `jax_disable_most_optimizations`, which runs several times slower) is not
+# reused under another.
+_COMPILE_SETTINGS = ("jax_disable_most_optimizations", "jax_optimization_level",
+                     "jax_memory_fitting_level", "jax_exec_time_optimization_effort",
+                     "jax_memory_fitting_effort")
+
+
+def _compile_settings() -> tuple:
+    return tuple(jax.config.values.get(name) for name in _COMPILE_SETTINGS)
+
+
 def _compile_lowered(lowered, args: tuple) -> Any:
-    """``lowered.compile()``, or the executable of the same program compiled before for
-    arguments on the same devices (``args``: what it was lowered with)."""
+    """``lowered.compile()``, or the executable of the same program compiled before, under
+    the same compile settings, for arguments on the same devices (``args``: what it was
+    lowered with)."""
     key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
-           lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)))
+           lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)),
+           _compile_settings())
     return _by_program.get(key, lowered.compile)
 
 
 def _compile_once(key: tuple, lower: Callable[..., Any], *args):
-    """The compiled program for ``key``, from the caches or ``lower(*args).compile()``."""
+    """The compiled program for ``key`` under the current compile settings, from the
+    caches or ``lower(*args).compile()``."""
+    key = (*key, _compile_settings())
     return _compiled.get(key, lambda: _compile_lowered(lower(*args), args))
 
 

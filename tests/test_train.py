@@ -129,6 +129,30 @@ def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch
     assert not np.allclose(_leaves(mine.state.params)[0], _leaves(first.state.params)[0])
 
 
+def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypatch):
+    """`jax_disable_most_optimizations` is read when XLA compiles, not when jax traces: a
+    run of the same algorithm object after it changes compiles its init and chunk again,
+    and each setting's programs stay cached."""
+    compiled = []
+    real_compile = jax.stages.Lowered.compile
+
+    def counting_compile(self, *args, **kwargs):
+        compiled.append(jax.config.values["jax_disable_most_optimizations"])
+        return real_compile(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting_compile)
+    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
+    algo = toy_algo.make(TOY)
+    setting = jax.config.values["jax_disable_most_optimizations"]
+    try:
+        for flag in (not setting, setting, not setting, setting):
+            jax.config.update("jax_disable_most_optimizations", flag)
+            train(algo, [0, 1], num_chunks=4, progress=False)
+    finally:
+        jax.config.update("jax_disable_most_optimizations", setting)
+    assert compiled == [not setting] * 2 + [setting] * 2  # init and chunk; then cached
+
+
 def _run_killed_after_two_chunks(algo, log: str) -> None:
     """Trains ``algo`` on seeds [0, 1] in 4 chunks into ``log`` and dies (an exception
     out of ``train``) after the second chunk is logged and checkpointed."""
