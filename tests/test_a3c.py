@@ -23,6 +23,7 @@ def _leaves(tree):
 
 
 @pytest.mark.parametrize("module", [a3c, a2c], ids=["a3c", "a2c"])
+@pytest.mark.xla_optimized
 def test_solves_cartpole(module):
     """Seed 0, default config (A3C: 4 workers pushing in round-robin order, each push 3
     pushes stale; A2C: one on-policy worker, staleness 0), 5e5 steps: the last updates
@@ -104,6 +105,8 @@ def test_threads_measure_the_staleness_of_the_order_they_ran_in():
     assert any(s != k - 1 for s in staleness[k:]), "the threads ran in lockstep"
 
 
+@pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_threads_learn_cartpole():
     """Seeds 0-7, default config, asynchronous threads on the local devices, 5e5 steps:
     the median of the seeds' last updates is >= 400. The order of the pushes, so the run,

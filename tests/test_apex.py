@@ -106,6 +106,7 @@ def test_policy_lag_staleness_and_metrics():
     assert int(state.learner_steps) - int(state.actor_version) < cfg.actor_sync_period
 
 
+@pytest.mark.xla_optimized
 def test_cartpole_reaches_475():
     """Ape-X (16 actors, n=3, dueling double Q, PER, batch 128) solves CartPole in 6e4
     steps: greedy evaluation of the learner's parameters, seeds 0-7 as one vmapped batch

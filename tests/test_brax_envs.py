@@ -88,6 +88,8 @@ def test_unknown_ids_and_a_missing_brax_name_the_fix(monkeypatch):
         envs.check_env_id("brax:hopper")
 
 
+@pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_ppo_balances_the_brax_pendulum():
     """PPO from the registry id, seed 0: greedy episodes that hold the pendulum for more
     than half of the 1,000-step limit on average (a random policy drops it within ~30

@@ -20,6 +20,7 @@ from jaxrl_par.runs import config_from_record, load_run, read_metrics
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.xla_optimized  # greedy returns recomputed here as the CLI's process did
 def test_cli_train_end_to_end_json(tmp_path, capsys):
     """`python -m jaxrl_par train ppo ... --json` in a subprocess: the last stdout line is
     the JSON summary, the log dir holds config, metrics and checkpoint, and the greedy

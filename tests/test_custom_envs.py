@@ -48,6 +48,7 @@ def test_the_example_env_has_gymnax_semantics_through_vecenv():
     assert envs.source_record("CartPole-v1") == {}
 
 
+@pytest.mark.xla_optimized
 def test_ppo_learns_the_example_env():
     """From any start the best return is 1 - 0.05 * (cells to the goal - 1): 0.875 on
     average over the starts; a policy that dithers is cut at 20 steps."""

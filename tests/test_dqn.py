@@ -107,6 +107,7 @@ def test_time_limit_bootstraps_from_final_obs(n_step):
     assert q_values(algo, state, [[0.0]])[0, 0] == pytest.approx(10.0, abs=0.5)
 
 
+@pytest.mark.xla_optimized
 def test_cartpole_reaches_475():
     """n-step double DQN solves CartPole-v1 in 1e5 steps (fixed seed, CPU, ~10 s): greedy
     return of the final parameters. Seeds 0-11 run one by one all reached >= 482 on

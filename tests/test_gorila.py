@@ -22,6 +22,7 @@ def _leaves(tree):
             for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.xla_optimized
 def test_gorila_solves_cartpole():
     """DQN's test recipe (n-step 3, learning from 1e3 steps, epsilon decayed over 20% of
     1e5 steps) over 4 bundles in round-robin order, each push 3 stale: the greedy return

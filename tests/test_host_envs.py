@@ -169,6 +169,7 @@ GORILA_PROBE = {"num_workers": 2, "num_envs": 4, "num_steps": 4, "total_timestep
                 "exploration_fraction": 0.3}
 
 
+@pytest.mark.xla_optimized
 def test_gorila_on_host_envs_warms_up_then_learns_the_policy_probe():
     """Gorila's bundles on host envs: the warm-up updates (5 here, in the first chunk of 4
     and the second) store without pushing, then the bundles learn ObsAction from their
@@ -188,6 +189,7 @@ def test_gorila_on_host_envs_warms_up_then_learns_the_policy_probe():
     np.testing.assert_array_equal(greedy_returns(algo, result.state, num_envs=8), [1.0, 1.0])
 
 
+@pytest.mark.xla_optimized
 def test_impala_actors_on_host_envs_beside_the_learner():
     """IMPALA's actors step host envs in Python while the learner's program runs (the
     actor-learner runtime, Sebulba's layout): ObsAction is learned (greedy return 1),

@@ -13,6 +13,7 @@ from jaxrl_par.networks import ActorCritic
 from jaxrl_par.train import train
 
 
+@pytest.mark.xla_optimized
 def test_impala_solves_cartpole():
     """Seed 0, default config (pipelined: every trajectory learned one update after it
     was acted), 5e5 steps: the last updates average >= 475."""
@@ -26,6 +27,8 @@ PENDULUM_RECIPE = {"env": "Pendulum-v1", "num_envs": 64, "num_steps": 8, "num_mi
                    "max_grad_norm": 1.0, "gamma": 0.95, "total_timesteps": 1_000_000}
 
 
+@pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_impala_learns_pendulum_with_reward_normalisation():
     """Continuous control, seeds 0-7 as one batch, 1e6 steps: the median of the last
     updates' returns is >= -400 (a random policy gets ~-1,200). About one seed in eight

@@ -13,6 +13,7 @@ from jaxrl_par.networks import ActorCritic
 from jaxrl_par.train import train
 
 
+@pytest.mark.xla_optimized
 def test_ppo_solves_cartpole():
     """Seed 0, default config, 5e5 steps: the last updates average >= 475."""
     result = train(ppo.make(ppo.Config(env="CartPole-v1", total_timesteps=500_000)), 0,
@@ -26,6 +27,8 @@ PENDULUM_RECIPE = {"env": "Pendulum-v1", "num_envs": 32, "num_steps": 16,
                    "learning_rate": 1e-3, "max_grad_norm": 1.0}
 
 
+@pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_ppo_learns_pendulum_with_reward_normalisation():
     """Continuous control: seed 0, 3e5 steps, the README's Pendulum recipe, rewards
     normalised ("auto" for continuous actions): the last updates average >= -300 (a

@@ -11,6 +11,8 @@ from jaxrl_par.networks import TanhGaussian
 from jaxrl_par.train import train
 
 
+@pytest.mark.slow
+@pytest.mark.xla_optimized
 def test_sac_learns_pendulum():
     """Seed 0, 1.5e4 env steps (1e3 of them random): the last updates average >= -350 (a
     random policy gets ~-1,200; seeds 0-3 of this budget: -180, -124, -119, -251)."""
