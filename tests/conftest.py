@@ -63,8 +63,9 @@ def _quick_compile(request):
     if not QUICK_COMPILE or request.node.get_closest_marker("xla_optimized"):
         yield
         return
+    before = jax.config.values["jax_disable_most_optimizations"]
     jax.config.update("jax_disable_most_optimizations", True)
     try:
         yield
     finally:
-        jax.config.update("jax_disable_most_optimizations", False)
+        jax.config.update("jax_disable_most_optimizations", before)

@@ -226,15 +226,12 @@ def test_global_batch_then_update_in_a_scan_does_not_copy_the_tree():
 # process, the file took 406 s on a 2-core Zen 2 host and held one worker alone).
 REPLAY_AND_ASYNC = "apex or dqn or sac or actor_learner or async"
 # These tests run tiny budgets: alone on a Zen 2 host, the synchronous half spent 129 of
-# its 137 s tracing and compiling (99 s of it in XLA's backend). LLVM's optimisation
-# level 0 compiles faster (the halves took 140 and 129 s instead of 185 and 179 s, side
-# by side) and runs slower, which costs nothing here; both sides of every comparison in
-# the file are compiled alike, and the sharding, collectives and fusion (XLA's HLO
-# passes) are unchanged. Elsewhere in the suite it does not pay: execution-bound tests
-# ran 2-4x slower (BENCHMARKS.md, "The test suite on a Zen 2 host").
-# JAXRL_PAR_TEST_XLA_DEFAULTS=1 runs the file with XLA's defaults.
-QUICK_COMPILE = ("" if os.environ.get("JAXRL_PAR_TEST_XLA_DEFAULTS", "") not in ("", "0")
-                 else " --xla_backend_optimization_level=0")
+# its 137 s tracing and compiling. The subprocess loads tests/conftest.py, so its tests
+# compile with `jax_disable_most_optimizations` like the rest of the suite (LLVM level 0:
+# the halves took 140 and 129 s instead of 185 and 179 s, side by side); both sides of
+# every comparison in the file are compiled alike, and XLA's HLO passes (sharding,
+# collectives, fusion) are unchanged. JAXRL_PAR_TEST_XLA_DEFAULTS=1, inherited, turns it
+# off there too.
 
 
 @pytest.mark.parametrize("selection", [f"not ({REPLAY_AND_ASYNC})", REPLAY_AND_ASYNC],
@@ -244,7 +241,7 @@ def test_eight_device_suite(selection):
     tests that ``-k selection`` picks; together the two selections are the whole file."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        " --xla_force_host_platform_device_count=8" + QUICK_COMPILE).strip()
+                        " --xla_force_host_platform_device_count=8").strip()
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", selection,
