@@ -21,6 +21,8 @@ SHAPES = [  # (leading axes of x, fan_in, fan_out)
     ((4, 32), 64, 6),     # several leading axes
     ((4, 32), 64, 4),     # narrow output, columns on CPU, several leading axes
     ((1,), 16, 16),
+    ((128,), 64, 1),      # a value head: its input gradient is a one-term product
+    ((5, 7), 3, 8),       # a three-term contraction with leading axes
 ]
 
 
@@ -69,6 +71,19 @@ def test_dense_matches_flax_dense_in_value_and_gradient(lead, fan_in, fan_out):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * float(jnp.max(jnp.abs(b))))
     # The gradient with respect to the input as well (used by torsos below the first layer).
     np.testing.assert_allclose(gx, gx_ref, rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+def test_short_contractions_compile_to_broadcast_products_on_cpu(k):
+    """Up to NARROW_CONTRACTION terms, product() is a fused sum with no dot on CPU (the
+    reason it exists); the value is x @ w either way."""
+    x, w = _normal(k, (2, 33, k)), _normal(k + 10, (k, 24))
+    f = jax.jit(layers.product)
+    expected = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    np.testing.assert_allclose(f(x, w), expected, rtol=1e-5, atol=1e-5)
+    hlo = f.lower(x, w).compile().as_text()
+    has_dot = " dot(" in hlo or "__ynn_fusion" in hlo or "__xnn_fusion" in hlo
+    assert has_dot == (k > layers.NARROW_CONTRACTION), hlo[:2000]
 
 
 @pytest.mark.parametrize("form", sorted(layers.WEIGHT_GRADIENT_FORMS))
