@@ -6,18 +6,22 @@ of the repeats, and marks the one ``layers.weight_gradient_form`` picks. Part 2 
 real PPO and DQN updates (``benchmarks/ppo.py``'s and ``benchmarks/apex.py
 --speed-only``'s configs) built with ``layers.Dense`` and with ``flax.linen.Dense``; part
 3 the MinAtar updates (benchmarks/apex.py's DQN and Ape-X, PPO's default CNN) built with
-``layers.Conv`` and with ``flax.linen.Conv``.
+``layers.Conv`` and with ``flax.linen.Conv``; part 4 the updates of part 2 with
+``layers.product``'s broadcast products for contractions of up to 4 terms and with every
+product a dot. All updates are built as ``jaxrl_par.train`` builds them
+(``rng.unrolled_threefry``).
 (A synthetic step, gradient and a per-leaf SGD update of the same networks, showed no
 difference between the two layers, so only the real updates say what the layer is worth.)
 
-Usage: ``taskset -c 0 python benchmarks/dense_grad.py [--repeats 7] [--quick]``; writes
-``benchmarks/results/dense_grad.json``.
+Usage: ``taskset -c 0 python benchmarks/dense_grad.py [--repeats 7] [--quick]
+[--narrow-only]``; writes ``benchmarks/results/dense_grad.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 
@@ -95,6 +99,65 @@ def _minatar_configs():
     return cfgs
 
 
+def _update_builder(label, seeds=None):
+    """A function that builds and compiles the updates of one setting of
+    :func:`algorithm_updates` and returns ``(compiled, state)``."""
+    from jaxrl_par.algos import apex, dqn, ppo
+
+    if label == "dqn":
+        make, cfg, updates = dqn.make, _dqn_config(), 20
+    elif label.startswith("minatar-"):
+        kind = label.split("-", 1)[1]
+        cfg = _minatar_configs()[kind]
+        make = {"dqn": dqn.make, "apex": apex.make, "ppo": ppo.make}[kind]
+        updates = 1 if kind == "ppo" else 5
+    else:
+        env, n = label.rsplit(":", 1)
+        n = int(n)
+        cfg = ppo.Config(env=env, num_envs=n, total_timesteps=n * 128 * 8, torso="mlp",
+                         hidden_sizes=(64, 64), activation="tanh")
+        make, updates = ppo.make, max(1, min(8, 40_000 // (n * 128)))
+
+    def build():
+        algo = make(cfg)
+        if seeds is None:
+            state, update = algo.init(jax.random.key(0)), algo.update
+        else:
+            state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), seeds))
+            update = jax.vmap(algo.update)
+
+        def run(s):
+            return jax.lax.scan(lambda c, _: update(c), s, None, length=updates)
+        return compile_timed(run, state, ours=True)[0], state
+    build.updates = updates
+    return build
+
+
+def narrow_contraction_updates(settings, repeats):
+    """The updates of ``settings`` (as :func:`algorithm_updates`) built with
+    ``layers.product``'s broadcast products for contractions of up to
+    ``layers.NARROW_CONTRACTION`` terms, and with that path off (every product a dot),
+    interleaved."""
+    rows = []
+    for label in settings:
+        build = _update_builder(label)
+        saved = layers._cpu_product
+        cases = {"broadcast": build()}
+        # A new function object: jax caches a traced branch by function, not by its globals.
+        layers._cpu_product = functools.partial(saved, narrow_contraction=0)
+        try:
+            cases["dot"] = build()
+        finally:
+            layers._cpu_product = saved
+        med = {k: v / build.updates * 1e3 for k, v in interleaved(
+            {k: (c, (s,)) for k, (c, s) in cases.items()}, repeats).items()}
+        speedup = med["dot"] / med["broadcast"]
+        rows.append({"setting": label, "ms_per_update": med, "speedup": speedup})
+        print(f"{label:26s} ms/update: broadcast products {med['broadcast']:8.2f}  dots "
+              f"{med['dot']:8.2f}  {speedup:.3f}x", flush=True)
+    return rows
+
+
 def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
     """Updates of the real algorithms, built with ours and flax's ``layer``, interleaved.
 
@@ -103,42 +166,15 @@ def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
     MinAtar configs (CNN torso) and PPO's default CNN on Breakout-MinAtar (64 envs).
     ``seeds``: vmap the update over that many seeds (as the runner does).
     """
-    from jaxrl_par.algos import apex, dqn, ppo
-
     ours_cls, flax_cls = (layers.Dense, nn.Dense) if layer == "Dense" else (layers.Conv, nn.Conv)
     rows = []
     for label in settings:
-        if label == "dqn":
-            make, cfg, updates = dqn.make, _dqn_config(), 20
-        elif label.startswith("minatar-"):
-            kind = label.split("-", 1)[1]
-            cfg = _minatar_configs()[kind]
-            make = {"dqn": dqn.make, "apex": apex.make, "ppo": ppo.make}[kind]
-            updates = 1 if kind == "ppo" else 5
-        else:
-            env, n = label.rsplit(":", 1)
-            n = int(n)
-            cfg = ppo.Config(env=env, num_envs=n, total_timesteps=n * 128 * 8, torso="mlp",
-                             hidden_sizes=(64, 64), activation="tanh")
-            make, updates = ppo.make, max(1, min(8, 40_000 // (n * 128)))
-
-        def build(make=make, cfg=cfg, updates=updates):
-            algo = make(cfg)
-            if seeds is None:
-                state, update = algo.init(jax.random.key(0)), algo.update
-            else:
-                state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), seeds))
-                update = jax.vmap(algo.update)
-
-            def run(s):
-                return jax.lax.scan(lambda c, _: update(c), s, None, length=updates)
-            return compile_timed(run, state)[0], state
-
+        build = _update_builder(label, seeds)
         cases = {}
         for name, cls in (("ours", ours_cls), ("flax", flax_cls)):
             compiled, state = _with_layer(layer, cls, build)
             cases[name] = (compiled, (state,))
-        med = {k: v / updates * 1e3 for k, v in interleaved(cases, repeats).items()}
+        med = {k: v / build.updates * 1e3 for k, v in interleaved(cases, repeats).items()}
         speedup = med["flax"] / med["ours"]
         tag = label if seeds is None else f"{label} x{seeds} seeds"
         rows.append({"setting": label, "seeds": seeds, "layer": layer, "ms_per_update": med,
@@ -152,6 +188,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="two shapes, three updates, 3 repeats")
+    p.add_argument("--narrow-only", action="store_true",
+                   help="only part 4: the updates with and without narrow-contraction products")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                  "dense_grad.json"))
     a = p.parse_args()
@@ -164,6 +202,12 @@ def main() -> None:
         conv_settings = ["minatar-dqn"]
     if jax.default_backend() != "cpu":
         print(f"note: backend {jax.default_backend()}: layers.Dense uses the plain form there")
+    if a.narrow_only:
+        print("Part 4: updates with contractions of <= 4 terms as broadcast products or dots")
+        narrow = narrow_contraction_updates(settings, a.repeats)
+        write_json(a.out, {"machine": machine(), "narrow_contraction_updates": narrow})
+        print(f"wrote {a.out}")
+        return
     print("Part 1: weight-gradient forms, us per product")
     forms = forms_table(shapes, a.repeats)
     print("\nPart 2: PPO (64-64 tanh MLPs) and DQN updates, built with each Dense")
@@ -171,8 +215,10 @@ def main() -> None:
     print("\nPart 3: MinAtar updates (CNN torso), built with each Conv")
     conv = algorithm_updates(conv_settings, a.repeats, layer="Conv")
     conv += algorithm_updates(conv_settings[:1], a.repeats, layer="Conv", seeds=4)
+    print("\nPart 4: updates with contractions of <= 4 terms as broadcast products or dots")
+    narrow = narrow_contraction_updates(settings, a.repeats)
     write_json(a.out, {"machine": machine(), "forms": forms, "updates": updates,
-                       "conv_updates": conv})
+                       "conv_updates": conv, "narrow_contraction_updates": narrow})
     print(f"wrote {a.out}")
 
 
