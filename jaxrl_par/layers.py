@@ -91,7 +91,7 @@ NARROW_CONTRACTION = 4
 
 def _cpu_product(x: jax.Array, w: jax.Array,
                  narrow_contraction: int = NARROW_CONTRACTION) -> jax.Array:
-    if w.shape[0] <= narrow_contraction:
+    if 1 <= w.shape[0] <= narrow_contraction:
         y = x[..., 0:1] * w[0]
         for k in range(1, w.shape[0]):
             y = y + x[..., k : k + 1] * w[k]
