@@ -120,9 +120,9 @@ def product(x: jax.Array, w: jax.Array) -> jax.Array:
     the bias, activation or mask around them into one loop instead of calling its
     product library with a 2-4 deep contraction. On one Zen 2 core (BENCHMARKS.md,
     2026-12-06), DQN's CartPole update at rejax's config (batch 128, 64-64 MLP) ran
-    1.06x faster for the 2-action head's input gradient alone and 1.07x with the first
-    layer too; PPO's 4-env CartPole update 1.04x, 64 to 4,096 envs and Breakout-MinAtar
-    unchanged (within 1%). For ``K <= 2`` the sums are bitwise the product's here; for
+    1.06x faster for the 2-action head's input gradient alone and 1.07-1.09x with the
+    first layer too; PPO's 4-env CartPole update 1.03-1.04x, 64 to 4,096 envs and
+    Breakout-MinAtar unchanged (within 1%) (``benchmarks/dense_grad.py --narrow-only``). For ``K <= 2`` the sums are bitwise the product's here; for
     ``K = 3, 4`` they may differ in the last bit. Other platforms use the plain product."""
     return jax.lax.platform_dependent(x, w, cpu=_cpu_product, default=jnp.matmul)
 
