@@ -102,10 +102,12 @@ def _minatar_configs():
 def _update_builder(label, seeds=None):
     """A function that builds and compiles the updates of one setting of
     :func:`algorithm_updates` and returns ``(compiled, state)``."""
-    from jaxrl_par.algos import apex, dqn, ppo
+    from jaxrl_par.algos import apex, dqn, ppo, sac
 
     if label == "dqn":
         make, cfg, updates = dqn.make, _dqn_config(), 20
+    elif label == "sac":  # the defaults (Pendulum, 64-64 critics and actor), learning at once
+        make, cfg, updates = sac.make, sac.Config(learning_starts=0), 5
     elif label.startswith("minatar-"):
         kind = label.split("-", 1)[1]
         cfg = _minatar_configs()[kind]
@@ -162,7 +164,7 @@ def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
     """Updates of the real algorithms, built with ours and flax's ``layer``, interleaved.
 
     ``settings``: "ENV:NUM_ENVS" for PPO with 64-64 tanh MLPs, "dqn" for the CartPole DQN
-    above, or "minatar-dqn" / "minatar-apex" / "minatar-ppo" for benchmarks/apex.py's
+    above, "sac" for SAC's defaults on Pendulum (part 4 only), or "minatar-dqn" / "minatar-apex" / "minatar-ppo" for benchmarks/apex.py's
     MinAtar configs (CNN torso) and PPO's default CNN on Breakout-MinAtar (64 envs).
     ``seeds``: vmap the update over that many seeds (as the runner does).
     """
@@ -204,7 +206,7 @@ def main() -> None:
         print(f"note: backend {jax.default_backend()}: layers.Dense uses the plain form there")
     if a.narrow_only:
         print("Part 4: updates with contractions of <= 4 terms as broadcast products or dots")
-        narrow = narrow_contraction_updates(settings, a.repeats)
+        narrow = narrow_contraction_updates(settings + ["sac"], a.repeats)
         write_json(a.out, {"machine": machine(), "narrow_contraction_updates": narrow})
         print(f"wrote {a.out}")
         return
@@ -216,7 +218,7 @@ def main() -> None:
     conv = algorithm_updates(conv_settings, a.repeats, layer="Conv")
     conv += algorithm_updates(conv_settings[:1], a.repeats, layer="Conv", seeds=4)
     print("\nPart 4: updates with contractions of <= 4 terms as broadcast products or dots")
-    narrow = narrow_contraction_updates(settings, a.repeats)
+    narrow = narrow_contraction_updates(settings + ["sac"], a.repeats)
     write_json(a.out, {"machine": machine(), "forms": forms, "updates": updates,
                        "conv_updates": conv, "narrow_contraction_updates": narrow})
     print(f"wrote {a.out}")

@@ -122,7 +122,11 @@ def product(x: jax.Array, w: jax.Array) -> jax.Array:
     2026-12-06), DQN's CartPole update at rejax's config (batch 128, 64-64 MLP) ran
     1.06x faster for the 2-action head's input gradient alone and 1.07-1.09x with the
     first layer too; PPO's 4-env CartPole update 1.03-1.04x, 64 to 4,096 envs and
-    Breakout-MinAtar unchanged (within 1%) (``benchmarks/dense_grad.py --narrow-only``). For ``K <= 2`` the sums are bitwise the product's here; for
+    Breakout-MinAtar unchanged (within 1%) (``benchmarks/dense_grad.py --narrow-only``).
+    One case loses: SAC's twin critics, an ``nn.vmap`` of kernels over one shared
+    ``[256, 4]`` input, where the plain product is a single dot over both critics'
+    kernels; its update ran 0.985x (0.982-0.990x in four runs; 1.00x without the
+    4-term products). For ``K <= 2`` the sums are bitwise the product's here; for
     ``K = 3, 4`` they may differ in the last bit. Other platforms use the plain product."""
     return jax.lax.platform_dependent(x, w, cpu=_cpu_product, default=jnp.matmul)
 
