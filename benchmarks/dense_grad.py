@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import compile_timed, interleaved, machine, write_json  # noqa: E402
+from common import compile_timed, interleaved, machine, write_json
 
-from jaxrl_par import layers, networks  # noqa: E402
+from jaxrl_par import layers, networks
 
 # (batch, fan_in, fan_out): PPO minibatches (4 .. 4096 CartPole envs x 128 steps / 4),
 # MinAtar's flattened 400-wide input, DQN's batch of 128, and the MinAtar conv's weight
