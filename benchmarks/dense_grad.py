@@ -68,14 +68,15 @@ def forms_table(shapes, repeats):
     return rows
 
 
-def _with_layer(name, cls, fn):
-    """Calls ``fn`` (which builds and traces networks) with ``networks.<name>`` swapped."""
-    saved = getattr(networks, name)
-    setattr(networks, name, cls)
+def _swapped(module, name, value, fn):
+    """Calls ``fn`` (which builds and traces networks) with ``module.<name>`` set to
+    ``value``, restored after."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
     try:
         return fn()
     finally:
-        setattr(networks, name, saved)
+        setattr(module, name, saved)
 
 
 def _dqn_config():
@@ -100,8 +101,8 @@ def _minatar_configs():
 
 
 def _update_builder(label, seeds=None):
-    """A function that builds and compiles the updates of one setting of
-    :func:`algorithm_updates` and returns ``(compiled, state)``."""
+    """``(build, updates)`` for one setting of :func:`algorithm_updates`: ``build()``
+    builds and compiles a scan of ``updates`` updates and returns ``(compiled, state)``."""
     from jaxrl_par.algos import apex, dqn, ppo, sac
 
     if label == "dqn":
@@ -131,8 +132,7 @@ def _update_builder(label, seeds=None):
         def run(s):
             return jax.lax.scan(lambda c, _: update(c), s, None, length=updates)
         return compile_timed(run, state, ours=True)[0], state
-    build.updates = updates
-    return build
+    return build, updates
 
 
 def narrow_contraction_updates(settings, repeats):
@@ -142,16 +142,11 @@ def narrow_contraction_updates(settings, repeats):
     interleaved."""
     rows = []
     for label in settings:
-        build = _update_builder(label)
-        saved = layers._cpu_product
-        cases = {"broadcast": build()}
+        build, updates = _update_builder(label)
         # A new function object: jax caches a traced branch by function, not by its globals.
-        layers._cpu_product = functools.partial(saved, narrow_contraction=0)
-        try:
-            cases["dot"] = build()
-        finally:
-            layers._cpu_product = saved
-        med = {k: v / build.updates * 1e3 for k, v in interleaved(
+        dots = functools.partial(layers._cpu_product, narrow_contraction=0)
+        cases = {"broadcast": build(), "dot": _swapped(layers, "_cpu_product", dots, build)}
+        med = {k: v / updates * 1e3 for k, v in interleaved(
             {k: (c, (s,)) for k, (c, s) in cases.items()}, repeats).items()}
         speedup = med["dot"] / med["broadcast"]
         rows.append({"setting": label, "ms_per_update": med, "speedup": speedup})
@@ -164,19 +159,19 @@ def algorithm_updates(settings, repeats, layer="Dense", seeds=None):
     """Updates of the real algorithms, built with ours and flax's ``layer``, interleaved.
 
     ``settings``: "ENV:NUM_ENVS" for PPO with 64-64 tanh MLPs, "dqn" for the CartPole DQN
-    above, "sac" for SAC's defaults on Pendulum (part 4 only), or "minatar-dqn" / "minatar-apex" / "minatar-ppo" for benchmarks/apex.py's
-    MinAtar configs (CNN torso) and PPO's default CNN on Breakout-MinAtar (64 envs).
+    above, "sac" for SAC's defaults on Pendulum, or "minatar-dqn" / "minatar-apex" /
+    "minatar-ppo" for benchmarks/apex.py's MinAtar configs (CNN torso) and PPO's default CNN on Breakout-MinAtar (64 envs).
     ``seeds``: vmap the update over that many seeds (as the runner does).
     """
     ours_cls, flax_cls = (layers.Dense, nn.Dense) if layer == "Dense" else (layers.Conv, nn.Conv)
     rows = []
     for label in settings:
-        build = _update_builder(label, seeds)
+        build, updates = _update_builder(label, seeds)
         cases = {}
         for name, cls in (("ours", ours_cls), ("flax", flax_cls)):
-            compiled, state = _with_layer(layer, cls, build)
+            compiled, state = _swapped(networks, layer, cls, build)
             cases[name] = (compiled, (state,))
-        med = {k: v / build.updates * 1e3 for k, v in interleaved(cases, repeats).items()}
+        med = {k: v / updates * 1e3 for k, v in interleaved(cases, repeats).items()}
         speedup = med["flax"] / med["ours"]
         tag = label if seeds is None else f"{label} x{seeds} seeds"
         rows.append({"setting": label, "seeds": seeds, "layer": layer, "ms_per_update": med,
@@ -204,9 +199,10 @@ def main() -> None:
         conv_settings = ["minatar-dqn"]
     if jax.default_backend() != "cpu":
         print(f"note: backend {jax.default_backend()}: layers.Dense uses the plain form there")
+    narrow_settings = settings + ["sac"]
     if a.narrow_only:
         print("Part 4: updates with contractions of <= 4 terms as broadcast products or dots")
-        narrow = narrow_contraction_updates(settings + ["sac"], a.repeats)
+        narrow = narrow_contraction_updates(narrow_settings, a.repeats)
         write_json(a.out, {"machine": machine(), "narrow_contraction_updates": narrow})
         print(f"wrote {a.out}")
         return
@@ -218,7 +214,7 @@ def main() -> None:
     conv = algorithm_updates(conv_settings, a.repeats, layer="Conv")
     conv += algorithm_updates(conv_settings[:1], a.repeats, layer="Conv", seeds=4)
     print("\nPart 4: updates with contractions of <= 4 terms as broadcast products or dots")
-    narrow = narrow_contraction_updates(settings + ["sac"], a.repeats)
+    narrow = narrow_contraction_updates(narrow_settings, a.repeats)
     write_json(a.out, {"machine": machine(), "forms": forms, "updates": updates,
                        "conv_updates": conv, "narrow_contraction_updates": narrow})
     print(f"wrote {a.out}")
