@@ -19,8 +19,15 @@ that figure, ours built first). Final return: with ``--returns``, both train Car
 4 envs to 5e5 steps; ours is the mean return of episodes finished in the last 5% of
 updates, rejax's its own greedy evaluation at the end (128 episodes).
 
+Whole programs (``--whole-program``): the update scans above are what the throughput
+is measured on, but users compile whole runs. This mode trains ours (``train()``, as
+the CLI) and rejax (``jax.jit(PPO.train)``, with and without its final evaluation) on
+CartPole-v1 with 4 envs to 5e5 steps, each in a fresh process, and reports compile and
+wall seconds (``benchmarks/results/ppo_whole_program.json``).
+
 Usage: ``python benchmarks/ppo.py [--quick] [--repeats 5] [--returns]``; writes
-``benchmarks/results/ppo.json``. Pin to one core for steadier figures: ``taskset -c 0``.
+``benchmarks/results/ppo.json``. ``python benchmarks/ppo.py --whole-program
+[--compile-rounds 4]``. Pin to one core for steadier figures: ``taskset -c 0``.
 """
 
 from __future__ import annotations
@@ -201,6 +208,64 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     }
 
 
+WHOLE_RUNS = ("ours", "rejax", "rejax_no_eval")
+
+
+def whole_one(who: str, total_timesteps: int) -> dict:
+    """``--whole-one``: one whole training run of ``who`` on CartPole-v1 with 4 envs, as a
+    user runs it, in this (fresh) process: compile seconds, wall seconds with compilation,
+    final return.
+
+    * ``ours``: :func:`jaxrl_par.train.train` with its defaults (20 chunks, as the CLI),
+      which compiles the init and the chunk programs; final return as in
+      :func:`final_returns`.
+    * ``rejax``: ``jax.jit(PPO.train)``, the program rejax users compile, with its greedy
+      evaluation at the end (128 episodes; its final return).
+    * ``rejax_no_eval``: the same with the evaluation made a constant, so that only the
+      training is compiled (no return recorded).
+    """
+    import time
+
+    import jax.numpy as jnp
+
+    from jaxrl_par.train import train
+
+    t = time.perf_counter()
+    if who == "ours":
+        res = train(ppo.make(ours_config("CartPole-v1", 4, total_timesteps)), 0, progress=False)
+        return {"compile_s": res.compile_seconds, "wall_s": time.perf_counter() - t,
+                "final_return": float(res.final_returns()[0])}
+    algo = make_rejax("CartPole-v1", 4, total_timesteps)
+    if who == "rejax_no_eval":
+        algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.float32(0.0))
+    compiled = jax.jit(algo.train).lower(jax.random.key(0)).compile()
+    compile_s = time.perf_counter() - t
+    _, evaluation = jax.block_until_ready(compiled(jax.random.key(0)))
+    final = None if who == "rejax_no_eval" else float(np.asarray(evaluation[1])[-1].mean())
+    return {"compile_s": compile_s, "wall_s": time.perf_counter() - t, "final_return": final}
+
+
+def whole_program(rounds: int, total_timesteps: int) -> dict:
+    """Each of :data:`WHOLE_RUNS` in a fresh process per round (persistent compilation
+    cache off), the order rotated each round; medians."""
+    import json
+    import statistics
+
+    env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
+    runs: dict[str, list[dict]] = {who: [] for who in WHOLE_RUNS}
+    for r in range(rounds):
+        order = WHOLE_RUNS[r % 3:] + WHOLE_RUNS[:r % 3]
+        for who in order:
+            out = subprocess.run(
+                [sys.executable, __file__, "--whole-one", f"{who}:{total_timesteps}"],
+                env=env, capture_output=True, text=True, check=True)
+            runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(who, runs[who][-1], flush=True)
+    medians = {who: {k: statistics.median(x[k] for x in v) for k in ("compile_s", "wall_s")}
+               for who, v in runs.items()}
+    return {"total_timesteps": total_timesteps, "runs": runs, "medians": medians}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
@@ -212,10 +277,34 @@ def main() -> None:
     p.add_argument("--compile-rounds", type=int, default=4,
                    help="fresh processes per library for the compile time (alternated)")
     p.add_argument("--compile-one", default=None, help=argparse.SUPPRESS)  # a child process
+    p.add_argument("--whole-program", action="store_true",
+                   help="only the whole-program comparison: ours, rejax and rejax without "
+                        "its final evaluation, each trained to 5e5 steps on CartPole-v1 "
+                        "(4 envs) in fresh processes, --compile-rounds rounds")
+    p.add_argument("--whole-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
     if args.compile_one:
         compile_one(args.compile_one)
+        return
+    if args.whole_one:
+        import json
+
+        who, steps = args.whole_one.split(":")
+        print(json.dumps(whole_one(who, int(steps))))
+        return
+    if args.whole_program:
+        steps = 100_000 if args.quick else 500_000
+        result = whole_program(2 if args.quick else args.compile_rounds, steps)
+        out = args.out.replace("ppo.json", "ppo_whole_program.json")
+        write_json(out, {"machine": machine(), "hyperparameters": HP, **result})
+        print(f"wrote {out}\n")
+        print("| run | compile s | wall s, compile included | final return |")
+        print("|---|---:|---:|---|")
+        for who, m in result["medians"].items():
+            finals = [x["final_return"] for x in result["runs"][who]]
+            shown = ", ".join(f"{f:.1f}" for f in finals) if None not in finals else "-"
+            print(f"| {who} | {m['compile_s']:.1f} | {m['wall_s']:.1f} | {shown} |")
         return
     settings = [("CartPole-v1", n) for n in (4, 64, 256, 1024, 4096)] + [("Breakout-MinAtar", 256)]
     if args.quick:
