@@ -70,21 +70,52 @@ def _compile_settings() -> tuple:
     return tuple(jax.config.values.get(name) for name in _COMPILE_SETTINGS)
 
 
-def _compile_lowered(lowered, args: tuple) -> Any:
+#: XLA:CPU compile options for a program that runs once per run: the vmapped init. jaxlib
+#: 0.10's older fusion emitters compile an init 25-35% faster (PPO CartPole 2.3-2.4 ->
+#: 1.6-1.7 s, IMPALA 4.4-4.6 -> 2.9 s on one Zen 2 core) and gave the same bits for every
+#: algorithm's init (tests/test_train.py). Their kernels run slower (PPO's update 0.70x,
+#: DQN's 0.77x), so the chunk keeps XLA's default. jaxlib 0.11 has only the new emitters
+#: and rejects the option; there nothing is passed (BENCHMARKS.md, 2026-12-06).
+RUN_ONCE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def _compiler_takes_run_once_options() -> bool:
+    """Whether this jaxlib's compiler accepts :data:`RUN_ONCE_OPTIONS` (probed once, on a
+    one-op program)."""
+    lowered = jax.jit(lambda x: x + 1).lower(jnp.zeros((), jnp.float32))
+    try:
+        lowered.compile(compiler_options=RUN_ONCE_OPTIONS)
+    except jax.errors.JaxRuntimeError:  # "No such compile option" (jaxlib 0.11)
+        return False
+    return True
+
+
+def _run_once_options(args: tuple) -> dict | None:
+    """:data:`RUN_ONCE_OPTIONS` for a program whose arguments all live on CPU devices and
+    a compiler that takes them, else None."""
+    on_cpu = all(d.platform == "cpu" for x in jax.tree.leaves(args)
+                 for d in x.sharding.device_set)
+    return RUN_ONCE_OPTIONS if on_cpu and _compiler_takes_run_once_options() else None
+
+
+def _compile_lowered(lowered, args: tuple, run_once: bool = False) -> Any:
     """``lowered.compile()``, or the executable of the same program compiled before, under
     the same compile settings, for arguments on the same devices (``args``: what it was
-    lowered with)."""
+    lowered with). ``run_once``: a program called once per run (an init), compiled with
+    :data:`RUN_ONCE_OPTIONS` where they apply."""
+    options = _run_once_options(args) if run_once else None
     key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
            lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)),
-           _compile_settings())
-    return _by_program.get(key, lowered.compile)
+           _compile_settings(), options is not None)
+    return _by_program.get(key, lambda: lowered.compile(compiler_options=options))
 
 
-def _compile_once(key: tuple, lower: Callable[..., Any], *args):
+def _compile_once(key: tuple, lower: Callable[..., Any], *args, run_once: bool = False):
     """The compiled program for ``key`` under the current compile settings, from the
-    caches or ``lower(*args).compile()``."""
+    caches or ``lower(*args).compile()`` (``run_once``: as :func:`_compile_lowered`)."""
     key = (*key, _compile_settings())
-    return _compiled.get(key, lambda: _compile_lowered(lower(*args), args))
+    return _compiled.get(key, lambda: _compile_lowered(lower(*args), args, run_once))
 
 
 def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
@@ -249,12 +280,13 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
         if sharded:
             data = jax.random.key_data(keys)
-            state = _compile_lowered(_traced_init(algo, keys, sharded).lower(), (data,))(data)
+            state = _compile_lowered(_traced_init(algo, keys, sharded).lower(), (data,),
+                                     run_once=True)(data)
             args = (state, jnp.int32(0))
             compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
             return jax.block_until_ready(state), compiled
         init = _compile_once(("init", algo.init, _abstract(keys)),
-                             lambda k: _traced_init(algo, k).lower(), keys)
+                             lambda k: _traced_init(algo, k).lower(), keys, run_once=True)
         state = init(keys)
         if pipeline:
             state = jax.device_put(state, pipeline.learner_device)

@@ -140,6 +140,7 @@ def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypat
         compiled.append(jax.config.values["jax_disable_most_optimizations"])
         return real_compile(self, *args, **kwargs)
 
+    train_mod._compiler_takes_run_once_options()  # the process's one probe compile, first
     monkeypatch.setattr(jax.stages.Lowered, "compile", counting_compile)
     monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
     algo = toy_algo.make(TOY)
@@ -151,6 +152,47 @@ def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypat
     finally:
         jax.config.update("jax_disable_most_optimizations", setting)
     assert compiled == [not setting] * 2 + [setting] * 2  # init and chunk; then cached
+
+
+def test_the_init_alone_is_compiled_with_the_run_once_options(monkeypatch):
+    """On CPU the runner compiles the vmapped init, which runs once per run, with
+    `RUN_ONCE_OPTIONS` (faster to compile on jaxlib 0.10) and the chunk with XLA's
+    defaults; a jaxlib that rejects the options gets none."""
+    options = []
+    real_compile = jax.stages.Lowered.compile
+
+    def recording_compile(self, *args, **kwargs):
+        options.append(kwargs.get("compiler_options"))
+        return real_compile(self, *args, **kwargs)
+
+    expected = (train_mod.RUN_ONCE_OPTIONS if train_mod._compiler_takes_run_once_options()
+                else None)
+    monkeypatch.setattr(train_mod, "_compiled", lru.LRU(train_mod._MAX_COMPILED))
+    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording_compile)
+    train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
+    assert options == [expected, None]
+
+
+@pytest.mark.xla_optimized
+@pytest.mark.parametrize("name, env", [("ppo", "CartPole-v1"), ("ppo", "Breakout-MinAtar"),
+                                       ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")])
+def test_inits_compiled_with_the_run_once_options_give_the_same_bits(name, env):
+    """The runner's init program (MLP and CNN torsos, orthogonal and LeCun initialisers,
+    Q and twin critic networks, env resets) computes, under `RUN_ONCE_OPTIONS`, exactly
+    the state XLA's default compile computes."""
+    if not train_mod._compiler_takes_run_once_options():
+        pytest.skip("this jaxlib takes no RUN_ONCE_OPTIONS: the runner passes none")
+    from jaxrl_par import algos, rng
+
+    module = algos.get(name)
+    algo = module.make(module.Config(env=env))
+    keys = jax.numpy.stack([jax.random.key(s) for s in (0, 1)])
+    with rng.unrolled_threefry():  # as the runner builds it
+        lowered = jax.jit(jax.vmap(algo.init)).lower(keys)
+    default = lowered.compile()(keys)
+    run_once = lowered.compile(compiler_options=train_mod.RUN_ONCE_OPTIONS)(keys)
+    _assert_trees_equal(default, run_once)
 
 
 def _run_killed_after_two_chunks(algo, log: str) -> None:
