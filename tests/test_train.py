@@ -47,6 +47,7 @@ def test_chunked_equals_one_scan(make):
     one = train(algo, 0, num_chunks=1, progress=False)
     masked = train(algo, 0, num_chunks=5, progress=False)  # chunks of 5, the last masked
     assert choose_chunk(23, 5) == 5 and choose_chunk(24, 5) == 4
+    assert choose_chunk(976, 20) == 61  # no divisor in [24, 49]; 61 is within 1.5x
     _assert_trees_equal(one.state, masked.state)
     np.testing.assert_array_equal(one.metrics["loss"], masked.metrics["loss"])
     assert masked.metrics["loss"].shape == (1, 23)
