@@ -40,15 +40,16 @@ import sys
 import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-from common import FiveValueStep, compile_timed, interleaved, machine, write_json  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))  # for benchmarks/common.py, imported next
+from common import FiveValueStep, compile_timed, interleaved, machine, write_json
 
-from jaxrl_par import envs  # noqa: E402
-from jaxrl_par.algos import ppo  # noqa: E402
+from jaxrl_par import envs
+from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 
-HP = dict(num_steps=128, update_epochs=4, num_minibatches=4, learning_rate=2.5e-4, gamma=0.99,
-          gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, max_grad_norm=0.5)
+HP = {"num_steps": 128, "update_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4,
+      "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01,
+      "max_grad_norm": 0.5}
 
 
 def make_rejax(env_id: str, num_envs: int, total_timesteps: int, hp: dict = HP, **options):
@@ -146,7 +147,7 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int,
             st, acc = c
             ka, ks = jax.random.split(k)
             a = jax.random.randint(ka, (num_envs,), 0, genv.num_actions)
-            obs, st, r, term, trunc, _ = gstep(jax.random.split(ks, num_envs), st, a, genv.params)
+            _, st, r, _, _, _ = gstep(jax.random.split(ks, num_envs), st, a, genv.params)
             return (st, acc + r.sum()), None
 
         (_, acc), _ = jax.lax.scan(body, (st, 0.0), jax.random.split(key, HP["num_steps"] * updates))
@@ -197,7 +198,7 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     t = time.perf_counter()
     train_fn = jax.jit(rejax_algo.train).lower(jax.random.key(seed)).compile()
     rejax_compile = time.perf_counter() - t
-    _, (lengths, returns) = jax.block_until_ready(train_fn(jax.random.key(seed)))
+    _, (_, returns) = jax.block_until_ready(train_fn(jax.random.key(seed)))
     rejax_wall = time.perf_counter() - t
     return {
         "total_timesteps": total_timesteps, "seed": seed,

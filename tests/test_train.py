@@ -412,10 +412,12 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"holds seeds \[0, 1\], this run asks for \[0, 2\]"):
         train(toy_algo.make(TOY), [0, 2], log_dir=log, resume=True, progress=False)
     # The same run again without resume would overwrite the logs and checkpoint: refused.
-    logged = open(os.path.join(log, "metrics.jsonl")).read()
+    with open(os.path.join(log, "metrics.jsonl")) as f:
+        logged = f.read()
     with pytest.raises(ValueError, match=r"already holds a run .* resume=True \(--resume\)"):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, progress=False)
-    assert open(os.path.join(log, "metrics.jsonl")).read() == logged
+    with open(os.path.join(log, "metrics.jsonl")) as f:
+        assert f.read() == logged
     with pytest.raises(ValueError, match=r"resume=True needs the log_dir"):
         train(toy_algo.make(TOY), [0, 1], resume=True, progress=False)
     # A log dir that another run holds (here this process, through a second open file:
