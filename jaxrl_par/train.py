@@ -72,8 +72,9 @@ def _compile_settings() -> tuple:
 
 #: XLA:CPU compile options for a program that runs once per run: the vmapped init. jaxlib
 #: 0.10's older fusion emitters compile an init 25-35% faster (PPO CartPole 2.3-2.4 ->
-#: 1.6-1.7 s, IMPALA 4.4-4.6 -> 2.9 s on one Zen 2 core) and gave the same bits for every
-#: algorithm's init (tests/test_train.py). Their kernels run slower (PPO's update 0.70x,
+#: 1.6-1.7 s, IMPALA 4.4-4.6 -> 2.9 s on one Zen 2 core) and gave the same bits for the
+#: six inits tried (PPO's MLP and CNN, DQN, SAC, Ape-X, IMPALA; tests/test_train.py
+#: checks four of them). Their kernels run slower (PPO's update 0.70x,
 #: DQN's 0.77x), so the chunk keeps XLA's default. jaxlib 0.11 has only the new emitters
 #: and rejects the option; there nothing is passed (BENCHMARKS.md, 2026-12-06).
 RUN_ONCE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}

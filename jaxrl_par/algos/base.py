@@ -73,8 +73,8 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
             return step(state, t)
         # The skipped branch returns zeros shaped like the update's metrics. They are
         # read off the update's own trace as the cond traces it (true branch first), so
-        # the update is traced once, not a second time by `jax.eval_shape` (~0.2-0.3 s of
-        # a PPO chunk's lowering); if the branches were ever traced the other way round,
+        # the update is traced once, not a second time by `jax.eval_shape` (0.1-0.2 s of a
+        # PPO chunk's lowering); if the branches were ever traced the other way round,
         # `eval_shape` still gives them.
         traced = []
 
