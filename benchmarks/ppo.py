@@ -33,6 +33,7 @@ Usage: ``python benchmarks/ppo.py [--quick] [--repeats 5] [--returns]``; writes
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -183,6 +184,22 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int,
     }
 
 
+def rejax_whole_run(algo, seed: int) -> tuple[float, float, float]:
+    """``(compile_s, wall_s, final_return)`` of rejax's ``jax.jit(algo.train)``: compiled
+    and run once, the wall time including the compile; the final return is the mean of its
+    last evaluation's returns, None when its evaluation returns no ``(lengths, returns)``
+    (replaced by a constant)."""
+    import time
+
+    t = time.perf_counter()
+    train_fn = jax.jit(algo.train).lower(jax.random.key(seed)).compile()
+    compile_s = time.perf_counter() - t
+    _, evaluation = jax.block_until_ready(train_fn(jax.random.key(seed)))
+    final = (float(np.asarray(evaluation[1])[-1].mean()) if isinstance(evaluation, tuple)
+             else None)
+    return compile_s, time.perf_counter() - t, final
+
+
 def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     """Full training of both on CartPole-v1 with 4 envs; end-of-training return and the
     full-run wall clock including compilation (each compiled for the whole run)."""
@@ -194,16 +211,12 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     t = time.perf_counter()
     res = train(ppo.make(cfg), seed, progress=False, num_chunks=1)
     ours_wall = time.perf_counter() - t
-    rejax_algo = make_rejax("CartPole-v1", 4, total_timesteps)
-    t = time.perf_counter()
-    train_fn = jax.jit(rejax_algo.train).lower(jax.random.key(seed)).compile()
-    rejax_compile = time.perf_counter() - t
-    _, (_, returns) = jax.block_until_ready(train_fn(jax.random.key(seed)))
-    rejax_wall = time.perf_counter() - t
+    rejax_compile, rejax_wall, rejax_final = rejax_whole_run(
+        make_rejax("CartPole-v1", 4, total_timesteps), seed)
     return {
         "total_timesteps": total_timesteps, "seed": seed,
         "ours_final_return": float(res.final_returns()[0]),
-        "rejax_final_return": float(np.asarray(returns)[-1].mean()),
+        "rejax_final_return": rejax_final,
         "ours_compile_seconds": res.compile_seconds, "rejax_compile_seconds": rejax_compile,
         "ours_wall_seconds": ours_wall, "rejax_wall_seconds": rejax_wall,
     }
@@ -217,8 +230,8 @@ def whole_one(who: str, total_timesteps: int) -> dict:
     user runs it, in this (fresh) process: compile seconds, wall seconds with compilation,
     final return.
 
-    * ``ours``: :func:`jaxrl_par.train.train` with its defaults (20 chunks, as the CLI),
-      which compiles the init and the chunk programs; final return as in
+    * ``ours``: :func:`jaxrl_par.train.train` with its defaults (20 chunks asked for, as
+      the CLI), which compiles the init and the chunk programs; final return as in
       :func:`final_returns`.
     * ``rejax``: ``jax.jit(PPO.train)``, the program rejax users compile, with its greedy
       evaluation at the end (128 episodes; its final return).
@@ -239,17 +252,13 @@ def whole_one(who: str, total_timesteps: int) -> dict:
     algo = make_rejax("CartPole-v1", 4, total_timesteps)
     if who == "rejax_no_eval":
         algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.float32(0.0))
-    compiled = jax.jit(algo.train).lower(jax.random.key(0)).compile()
-    compile_s = time.perf_counter() - t
-    _, evaluation = jax.block_until_ready(compiled(jax.random.key(0)))
-    final = None if who == "rejax_no_eval" else float(np.asarray(evaluation[1])[-1].mean())
-    return {"compile_s": compile_s, "wall_s": time.perf_counter() - t, "final_return": final}
+    compile_s, wall_s, final = rejax_whole_run(algo, 0)
+    return {"compile_s": compile_s, "wall_s": wall_s, "final_return": final}
 
 
 def whole_program(rounds: int, total_timesteps: int) -> dict:
     """Each of :data:`WHOLE_RUNS` in a fresh process per round (persistent compilation
     cache off), the order rotated each round; medians."""
-    import json
     import statistics
 
     env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
@@ -289,8 +298,6 @@ def main() -> None:
         compile_one(args.compile_one)
         return
     if args.whole_one:
-        import json
-
         who, steps = args.whole_one.split(":")
         print(json.dumps(whole_one(who, int(steps))))
         return
