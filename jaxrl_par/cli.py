@@ -11,8 +11,18 @@ import threading
 
 import numpy as np
 
-from jaxrl_par import algos, interrupt  # no gymnax here: hosts must join before it is imported
+from jaxrl_par import (  # no gymnax here: hosts must join before it is imported
+    algos,
+    cpu_threads,
+    interrupt,
+)
 from jaxrl_par.algos.config import apply_overrides
+
+CPU_THREADS_HELP = ("threads XLA runs a program's kernels on, on CPU: auto (default) is one, "
+                    "which runs small RL programs fastest, or XLA's one per core when "
+                    "programs run at once from host threads (--async-workers, "
+                    "--actor-learner, @threads); 'default' is XLA's; N is N. An NPROC in "
+                    "the environment is kept under auto (jaxrl_par/cpu_threads.py)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not keep compiled programs on disk (by default they are kept in "
                         "$JAX_COMPILATION_CACHE_DIR or ~/.cache/jaxrl_par/xla, so running "
                         "the same command again skips most of the compile)")
+    t.add_argument("--cpu-threads", default="auto", metavar="auto|default|N",
+                   help=CPU_THREADS_HELP)
     par = t.add_argument_group("devices and hosts (see docs/scaling.md)")
     par.add_argument("--devices", type=int, default=None,
                      help="train on a ('pop','data') mesh of N devices (all hosts' together)")
@@ -141,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     c.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled programs on disk (see train --help)")
+    c.add_argument("--cpu-threads", default="auto", metavar="auto|default|N",
+                   help=CPU_THREADS_HELP)
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
     ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoint.npz)")
     ev.add_argument("--log-dir", dest="log_dir_option", metavar="LOG_DIR",
@@ -389,6 +403,9 @@ def _cpu_devices(count: int = 2) -> None:
 def cmd_train(args) -> int:
     import dataclasses
 
+    # first: XLA sizes its CPU pool when jax starts (importing the runner starts it)
+    pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
+
     import jax
 
     from jaxrl_par import axes
@@ -475,6 +492,7 @@ def cmd_train(args) -> int:
            if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
+        "cpu_threads": pool,  # XLA:CPU's pool (None: its default, one thread per core)
         **({"eval_seconds": float(result.eval_seconds)} if result.eval_seconds else {}),
     }
     staleness = result.metrics.get("staleness")
@@ -576,6 +594,9 @@ def cmd_compare(args) -> int:
     needed = max((e.devices_needed for e in entries), default=1)
     if not entries and args.env.startswith("gymnasium:"):
         needed = 2  # the default host entries include impala@actor-learner
+    concurrent = (any(e.runtime in ("threads", "actor-learner") for e in entries)
+                  or (not entries and args.env.startswith("gymnasium:")))
+    cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
         _cpu_devices(needed)  # before jax touches a device (importing gymnax does)
     _import_modules(args.imports)

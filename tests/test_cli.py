@@ -31,16 +31,19 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
            "--seeds", "2", "--total-timesteps", "20480", "--set", "num_envs=8",
            "--set", "num_steps=32", "--set", "num_minibatches=2", "--log-dir", str(log),
            "--eval-envs", "4", "--eval-every", "5", "--json", "--no-progress"]
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", "NPROC", "PORTABLE_NPROC")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the CLI's default compile cache
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
+                         check=False)
     assert out.returncode == 0, out.stderr
     assert os.listdir(tmp_path / "cache" / "jaxrl_par" / "xla")  # compiled programs kept
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
                             "final_return_std", "final_returns", "steps_per_second",
-                            "compile_seconds", "greedy_return", "greedy_return_std",
-                            "greedy_returns", "eval_seconds"}
+                            "compile_seconds", "cpu_threads", "greedy_return",
+                            "greedy_return_std", "greedy_returns", "eval_seconds"}
+    assert summary["cpu_threads"] == 1  # --cpu-threads auto, one program at a time
     assert len(summary["final_returns"]) == 2
     assert summary["final_return"] == pytest.approx(np.mean(summary["final_returns"]))
     assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1"

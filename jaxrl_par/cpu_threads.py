@@ -1,0 +1,99 @@
+"""How many threads XLA:CPU runs a program's kernels on, chosen before JAX starts.
+
+XLA's CPU client runs every program on one pool of threads, one per core by default. A
+program whose kernels are small (an RL update: small networks, scans over env steps) runs
+slower on a pool of two than of one: XLA hands the kernels that are ready together to the
+other thread, and on a 2-core host the hand-offs cost more than the kernels. On this
+project's 2-core CI host, unpinned, the CLI's PPO ran at 0.6-0.7x its one-thread speed in
+most processes, and DQN, A2C, SAC and Ape-X lost as much in some and gained at most a few
+percent in others (BENCHMARKS.md, 2026-12-06). With one thread every run is as fast as
+when pinned to one core, and the compiler keeps its own threads.
+
+Programs that run at the same time from several host threads (``--async-workers``,
+``--actor-learner``, the ``@threads`` runtimes of ``compare``) need a thread each: on a
+pool of one they take turns. Those keep XLA's default.
+
+XLA reads the pool's size from the environment (``PORTABLE_NPROC``, else ``NPROC``) once,
+when JAX creates its CPU client: on the first use of a device (importing gymnax is one).
+:func:`limit` must therefore run before that; the CLI calls it for its runs
+(``--cpu-threads``), and a Python user calls it first thing::
+
+    from jaxrl_par import cpu_threads
+    cpu_threads.limit()          # before anything runs on a device
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The environment variables XLA's CPU client sizes its pool from, the first one set wins.
+VARIABLES = ("PORTABLE_NPROC", "NPROC")
+
+
+def backend_started() -> bool:
+    """Whether JAX has created its backends (then the pool's size is fixed)."""
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # a jax without the probe: assume the worst
+        return True
+
+
+def chosen() -> int | None:
+    """The pool size the environment asks XLA for (``PORTABLE_NPROC`` or ``NPROC``), or
+    None for XLA's default (one thread per core)."""
+    for name in VARIABLES:
+        value = os.environ.get(name, "")
+        if value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def limit(threads: int = 1, *, override: bool = False) -> bool:
+    """Asks XLA:CPU for a pool of ``threads`` threads in this process; returns whether the
+    request takes effect.
+
+    It does not when JAX has already created its CPU client (nothing is changed then), or,
+    unless ``override``, when ``PORTABLE_NPROC`` or ``NPROC`` already chose a size (the
+    user's choice is kept).
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads={threads!r}: give a number of threads >= 1")
+    if backend_started():
+        return False
+    if chosen() is not None and not override:
+        return chosen() == threads
+    os.environ.pop("PORTABLE_NPROC", None)  # it would win over NPROC
+    os.environ["NPROC"] = str(threads)
+    return True
+
+
+def parse(setting: str) -> int | None:
+    """``--cpu-threads``' value: ``"auto"`` -> -1, ``"default"`` or ``"0"`` -> None (XLA's
+    own choice), ``"N"`` -> N. Anything else is an error that lists the forms."""
+    text = str(setting).strip().lower()
+    if text == "auto":
+        return -1
+    if text in ("default", "0"):
+        return None
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"--cpu-threads={setting!r}: give auto (one thread unless programs run "
+                     "at the same time from host threads), default or 0 (XLA's: one per "
+                     "core), or a number of threads")
+
+
+def apply(setting: str, concurrent: bool) -> int | None:
+    """Sets the pool for a CLI run from ``--cpu-threads``' ``setting``; ``concurrent``: the
+    run executes programs from several host threads at once. Returns the size asked for
+    (None: XLA's default). ``auto`` is one thread, or XLA's default for a concurrent run or
+    when the environment already chose; a number is set even over the environment."""
+    threads = parse(setting)
+    if threads == -1:
+        if concurrent or chosen() is not None:
+            return chosen()
+        threads = 1
+    if threads is None:
+        return chosen()
+    limit(threads, override=True)
+    return chosen()

@@ -1,0 +1,76 @@
+"""XLA:CPU's pool size (jaxrl_par.cpu_threads): set before jax starts, kept when the user
+or jax already chose, and the CLI's auto choice."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxrl_par import cpu_threads
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Runs a program, then prints limit()'s answer and the number of XLA pool threads
+# (named "tf_XLAEigen" by XLA) in this process.
+PROBE = """
+import os, sys
+from jaxrl_par import cpu_threads
+early = {early}
+asked = cpu_threads.limit(1) if early else None
+import jax, jax.numpy as jnp
+jax.jit(lambda x: x @ x)(jnp.ones((64, 64))).block_until_ready()
+late = None if early else cpu_threads.limit(1)
+names = [open(f"/proc/self/task/{{t}}/comm").read() for t in os.listdir("/proc/self/task")]
+print(asked, late, os.environ.get("NPROC"), sum("XLAEigen" in n for n in names))
+"""
+
+
+def _probe(early: bool, **env) -> list[str]:
+    base = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
+    out = subprocess.run([sys.executable, "-c", PROBE.format(early=early)], cwd=ROOT,
+                         env={**base, **env}, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_limit_before_jax_starts_gives_a_pool_of_one_thread():
+    assert _probe(early=True) == ["True", "None", "1", "1"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_limit_keeps_the_users_choice_and_cannot_change_a_started_jax():
+    # NPROC=3 from the user: kept (three pool threads), and limit(1) says it did not apply
+    assert _probe(early=True, NPROC="3") == ["False", "None", "3", "3"]
+    # after jax has run a program: nothing changes, and limit says so
+    asked, late, nproc, threads = _probe(early=False)
+    assert (asked, late, nproc) == ("None", "False", "None")
+    if (os.cpu_count() or 1) > 1:  # XLA's default: a thread per core, untouched
+        assert int(threads) > 1
+
+
+def test_cli_choice(monkeypatch):
+    """auto: one thread for one program at a time, XLA's default when programs run at
+    once from host threads or when the environment chose; a number always wins."""
+    monkeypatch.setattr(cpu_threads, "backend_started", lambda: False)
+    for name in cpu_threads.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert cpu_threads.apply("auto", concurrent=True) is None
+    assert "NPROC" not in os.environ
+    assert cpu_threads.apply("default", concurrent=False) is None
+    assert cpu_threads.apply("auto", concurrent=False) == 1 and os.environ["NPROC"] == "1"
+    monkeypatch.setenv("NPROC", "2")
+    assert cpu_threads.apply("auto", concurrent=False) == 2  # the environment's choice
+    monkeypatch.setenv("PORTABLE_NPROC", "4")  # XLA reads it first
+    assert cpu_threads.apply("3", concurrent=True) == 3
+    assert os.environ["NPROC"] == "3" and "PORTABLE_NPROC" not in os.environ
+
+
+@pytest.mark.parametrize("setting", ["3x", "-1", "", "one"])
+def test_bad_settings_name_the_forms(setting):
+    with pytest.raises(ValueError, match="give auto"):
+        cpu_threads.parse(setting)
+    with pytest.raises(ValueError, match="threads >= 1"):
+        cpu_threads.limit(0)
