@@ -196,6 +196,34 @@ def speed_only(repeats: int) -> None:
                       "best_ratio": max(runs["ours"]) / max(runs["rejax"]), "all": runs}))
 
 
+def speed_as_users_run(rounds: int) -> None:
+    """The same two runs as :func:`speed_only`, each in a fresh process, not pinned, with
+    the XLA:CPU thread pool its users get: ours one thread (``jaxrl_par.cpu_threads``,
+    the CLI's ``--cpu-threads auto``), rejax XLA's default (a thread per core); the order
+    alternates by round. Prints one JSON line: medians, their ratio, every run."""
+    import statistics
+    import subprocess
+
+    base = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
+    pools = {"ours": {**base, "NPROC": "1"}, "rejax": base}
+    runs = {"ours": [], "rejax": []}
+    for r in range(rounds):
+        for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
+            out = subprocess.run([sys.executable, __file__, "--speed-one", who], env=pools[who],
+                                 capture_output=True, text=True, check=True)
+            runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(r, who, round(runs[who][-1]), flush=True)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print(json.dumps({"median": med, "ratio": med["ours"] / med["rejax"], "all": runs}))
+
+
+def speed_one(who: str) -> float:
+    """``--speed-one ours|rejax``: env steps/s of one of :func:`speed_only`'s runs."""
+    if who == "ours":
+        return ours_speed("CartPole-v1", 100_000, 1, 10, 10, 10, 128)["env_steps_per_s"]
+    return rejax_speed("CartPole-v1", 100_000, 1, 10, 1, 128)["env_steps_per_s"]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -205,7 +233,17 @@ def main():
     p.add_argument("--speed-only", action="store_true",
                    help="only DQN vs rejax DQN env steps/s on CartPole, interleaved repeats")
     p.add_argument("--repeats", type=int, default=3, help="with --speed-only")
+    p.add_argument("--as-users-run", action="store_true",
+                   help="with --speed-only: each run in a fresh process, not pinned, ours "
+                        "on one XLA:CPU thread and rejax on XLA's default, --repeats rounds")
+    p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     a = p.parse_args()
+    if a.speed_one:
+        print(json.dumps(speed_one(a.speed_one)))
+        return
+    if a.speed_only and a.as_users_run:
+        speed_as_users_run(a.repeats)
+        return
     if a.speed_only:
         speed_only(a.repeats)
         return

@@ -222,6 +222,56 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     }
 
 
+def speed_one(spec: str) -> dict:
+    """``--speed-one who:env:num_envs:updates:repeats``: the update scan of ``who`` built
+    and timed alone in this process (``repeats`` calls, median); env steps/s."""
+    import statistics
+    import time
+
+    who, env_id, num_envs, updates, repeats = spec.split(":")
+    fn, state, _ = build(who, env_id, int(num_envs), int(updates))
+    compiled, _ = compile_timed(fn, state, ours=who == "ours")
+    jax.block_until_ready(compiled(state))
+    times = []
+    for _ in range(int(repeats)):
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(state))
+        times.append(time.perf_counter() - t)
+    steps = int(num_envs) * HP["num_steps"] * int(updates)
+    return {"steps_per_second": steps / statistics.median(times)}
+
+
+def as_users_run(settings, rounds: int, repeats: int) -> list[dict]:
+    """Ours and rejax each in fresh processes, not pinned, each with the XLA:CPU thread
+    pool its users get: ours one thread (``jaxrl_par.cpu_threads``, the CLI's
+    ``--cpu-threads auto``), rejax XLA's default (a thread per core); the order
+    alternates by round. Medians over rounds of each process's median."""
+    import statistics
+
+    base = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
+    pools = {"ours": {**base, "NPROC": "1"}, "rejax": base}
+    rows = []
+    for env_id, n in settings:
+        updates = max(1, min(20, 40_000 // (n * HP["num_steps"]) or 1))
+        sps: dict[str, list[float]] = {"ours": [], "rejax": []}
+        for r in range(rounds):
+            for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--speed-one",
+                     f"{who}:{env_id}:{n}:{updates}:{repeats}"],
+                    env=pools[who], capture_output=True, text=True, check=True)
+                sps[who].append(json.loads(out.stdout.strip().splitlines()[-1])
+                                ["steps_per_second"])
+        med = {k: statistics.median(v) for k, v in sps.items()}
+        rows.append({"env": env_id, "num_envs": n, "updates_timed": updates,
+                     "steps_per_second": sps, "median": med,
+                     "ratio_ours_over_rejax": med["ours"] / med["rejax"]})
+        print(f"{env_id:18s} {n:5d} ours {med['ours']:10,.0f} rejax {med['rejax']:10,.0f} "
+              f"{med['ours'] / med['rejax']:5.2f}  ours {[round(x) for x in sps['ours']]} "
+              f"rejax {[round(x) for x in sps['rejax']]}", flush=True)
+    return rows
+
+
 WHOLE_RUNS = ("ours", "rejax", "rejax_no_eval")
 
 
@@ -292,6 +342,11 @@ def main() -> None:
                         "its final evaluation, each trained to 5e5 steps on CartPole-v1 "
                         "(4 envs) in fresh processes, --compile-rounds rounds")
     p.add_argument("--whole-one", default=None, help=argparse.SUPPRESS)  # a child process
+    p.add_argument("--as-users-run", action="store_true",
+                   help="throughput only, each library in fresh processes with the XLA:CPU "
+                        "thread pool its users get (ours one thread, rejax one per core), "
+                        "not pinned: --compile-rounds rounds of --repeats calls")
+    p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
     if args.compile_one:
@@ -300,6 +355,9 @@ def main() -> None:
     if args.whole_one:
         who, steps = args.whole_one.split(":")
         print(json.dumps(whole_one(who, int(steps))))
+        return
+    if args.speed_one:
+        print(json.dumps(speed_one(args.speed_one)))
         return
     if args.whole_program:
         steps = 100_000 if args.quick else 500_000
@@ -320,6 +378,21 @@ def main() -> None:
         args.repeats, args.compile_rounds = 2, 2
     if args.settings:
         settings = [(e, int(n)) for e, n in (item.rsplit(":", 1) for item in args.settings.split(","))]
+    if args.as_users_run:
+        rows = as_users_run(settings, args.compile_rounds, args.repeats)
+        out = args.out.replace("ppo.json", "ppo_as_users_run.json")
+        write_json(out, {"machine": machine(), "hyperparameters": HP, "settings": rows})
+        print(f"wrote {out}\n")
+        print("| env | num_envs | ours steps/s (one thread) | rejax steps/s (XLA's default) "
+              "| ours/rejax | every process, ours | every process, rejax |")
+        print("|---|---:|---:|---:|---:|---|---|")
+        for r in rows:
+            m, a = r["median"], r["steps_per_second"]
+            print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {m['rejax']:,.0f} | "
+                  f"{r['ratio_ours_over_rejax']:.2f} | "
+                  + ", ".join(f"{x:,.0f}" for x in a["ours"]) + " | "
+                  + ", ".join(f"{x:,.0f}" for x in a["rejax"]) + " |")
+        return
     rows = []
     print(f"{'env':18s} {'envs':>5s} {'ours/s':>10s} {'rejax/s':>10s} {'ratio':>6s} "
           f"{'rollout/s':>10s} {'ceiling/s':>10s} {'roll/ceil':>9s} {'compile ours/rejax':>19s}")
