@@ -403,8 +403,11 @@ def _cpu_devices(count: int = 2) -> None:
 def cmd_train(args) -> int:
     import dataclasses
 
-    # first: XLA sizes its CPU pool when jax starts (importing the runner starts it)
+    # first: XLA reads its CPU pool's size and device count when jax starts, and
+    # importing the runner starts it (gymnax computes at import)
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
+    if args.actor_learner:
+        _cpu_devices(2)
 
     import jax
 
@@ -424,8 +427,6 @@ def cmd_train(args) -> int:
         if args.eval_every < 1:
             raise ValueError(f"--eval-every={args.eval_every}: give a number of chunks, >= 1")
         args.eval_envs = args.eval_envs or 8
-    if args.actor_learner:
-        _cpu_devices(2)
     _start_hosts(args)
     _import_modules(args.imports)  # after joining: a module may touch a device
     module = algos.get(args.algo)

@@ -417,3 +417,21 @@ def test_cli_ends_with_the_signal_code_when_python_dropped_its_exception(
     assert main(["list"]) == code
     assert f"stopped by {name}" in capsys.readouterr().err
     interrupt.raise_pending()  # forgotten once reported
+
+
+def test_cli_actor_learner_gets_its_two_cpu_devices(tmp_path):
+    """`train --actor-learner` asks XLA for two CPU devices before jax starts (importing
+    the runner starts it), so actors and learner run on devices of their own, and the
+    pool keeps XLA's default for their two programs at once."""
+    code = ("import json, jax\n"
+            "from jaxrl_par import cli\n"
+            "cli.main(['train', 'apex', '--actor-learner', '--total-timesteps', '512',\n"
+            "          '--no-progress', '--no-compile-cache', '--json'])\n"
+            "print(json.dumps({'devices': len(jax.devices())}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "NPROC", "PORTABLE_NPROC")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == {"devices": 2}
+    assert json.loads(lines[-2])["cpu_threads"] is None
