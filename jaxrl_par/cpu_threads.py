@@ -97,3 +97,22 @@ def apply(setting: str, concurrent: bool) -> int | None:
         return chosen()
     limit(threads, override=True)
     return chosen()
+
+
+_hinted = False
+
+
+def hint_once() -> str | None:
+    """A one-line tip, the first time per process it applies: jax runs on CPU with XLA's
+    default pool of several threads, which nobody chose (no ``NPROC`` or
+    ``PORTABLE_NPROC``). None otherwise. The runner shows it with its progress."""
+    global _hinted
+    import jax
+
+    cores = os.cpu_count() or 1
+    if _hinted or chosen() is not None or cores < 2 or jax.default_backend() != "cpu":
+        return None
+    _hinted = True
+    return (f"jaxrl_par: tip: XLA:CPU runs this on its default {cores} threads; one thread is "
+            "usually faster for RL programs: call jaxrl_par.cpu_threads.limit() before jax "
+            "starts (the CLI's --cpu-threads auto does)")

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, envs, interrupt, lockfile, lru, memory, rng
+from jaxrl_par import axes, checkpoint, cpu_threads, envs, interrupt, lockfile, lru, memory, rng
 from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
@@ -508,6 +508,9 @@ def train(
                                  keys, say=progress and is_main)
 
     show = progress and is_main
+    tip = cpu_threads.hint_once() if show and pipeline is None else None
+    if tip:  # one program at a time on CPU, on a pool nobody chose
+        print(tip, file=sys.stderr)
     if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
         # Nothing left to train: the checkpoint is read into the state's shapes below,
         # and nothing is compiled.

@@ -32,7 +32,11 @@ from jaxrl_par.cli import compile_cache_dir
 os.environ["JAX_COMPILATION_CACHE_DIR"] = compile_cache_dir()  # for the subprocesses
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 
-from jaxrl_par import rng
+from jaxrl_par import cpu_threads, rng
+
+# The runner's one-time thread-pool tip would open the stderr of whichever test first
+# shows progress in a worker; tests/test_cpu_threads.py tests it on its own.
+cpu_threads._hinted = True
 
 
 @pytest.fixture(autouse=True)

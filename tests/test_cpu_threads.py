@@ -74,3 +74,25 @@ def test_bad_settings_name_the_forms(setting):
         cpu_threads.parse(setting)
     with pytest.raises(ValueError, match="threads >= 1"):
         cpu_threads.limit(0)
+
+
+def test_runner_tips_once_about_a_pool_nobody_chose(monkeypatch, capsys):
+    from jaxrl_par.algos import ppo
+    from jaxrl_par.train import train
+
+    for name in cpu_threads.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu_threads, "_hinted", False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    algo = ppo.make(ppo.Config(env="CartPole-v1", num_envs=4, num_steps=8, num_minibatches=1,
+                               update_epochs=1, total_timesteps=64))
+    train(algo, 0, progress=True)
+    train(algo, 1, progress=True)
+    err = capsys.readouterr().err
+    assert err.count("tip: XLA:CPU runs this on its default 2 threads") == 1, err
+    assert "cpu_threads.limit()" in err
+    monkeypatch.setattr(cpu_threads, "_hinted", False)
+    monkeypatch.setenv("NPROC", "2")  # the user chose: no tip
+    assert cpu_threads.hint_once() is None
+    monkeypatch.delenv("NPROC")
+    assert cpu_threads.hint_once() is not None and cpu_threads.hint_once() is None
