@@ -45,7 +45,8 @@ from jaxrl_par.train import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import FiveValueStep, train_vmapped  # noqa: E402
+from common import FiveValueStep, train_vmapped
+
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
 
 
@@ -58,9 +59,9 @@ def interval(x):
 
 
 def configs(env, steps):
-    common = dict(env=env, total_timesteps=steps, buffer_size=20_000, batch_size=64,
-                  learning_starts=2_000, learning_rate=2.5e-4, n_step=3, hidden_sizes=(128,),
-                  loss="huber")
+    common = {"env": env, "total_timesteps": steps, "buffer_size": 20_000, "batch_size": 64,
+              "learning_starts": 2_000, "learning_rate": 2.5e-4, "n_step": 3,
+              "hidden_sizes": (128,), "loss": "huber"}
     dqn_kw = dict(common, num_envs=8, num_steps=8, train_frequency=8, dueling=True,
                   target_update_period=250, exploration_fraction=0.25, max_grad_norm=10.0)
     # Ape-X learns at 1e-3: at equal wall clock on MinAtar it beat 2.5e-4 (Breakout, 4
