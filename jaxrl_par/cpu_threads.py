@@ -4,10 +4,11 @@ XLA's CPU client runs every program on one pool of threads, one per core by defa
 program whose kernels are small (an RL update: small networks, scans over env steps) runs
 slower on a pool of two than of one: XLA hands the kernels that are ready together to the
 other thread, and on a 2-core host the hand-offs cost more than the kernels. On this
-project's 2-core CI host, unpinned, the CLI's PPO ran at 0.6-0.7x its one-thread speed in
-most processes, and DQN, A2C, SAC and Ape-X lost as much in some and gained at most a few
-percent in others (BENCHMARKS.md, 2026-12-06). With one thread every run is as fast as
-when pinned to one core, and the compiler keeps its own threads.
+project's 2-core host, unpinned, the CLI's PPO ran at 0.6-0.7x its one-thread speed in
+most processes. A2C, IMPALA, DQN, Ape-X and SAC were 1.15-1.48x faster on one thread by
+median; the default pool won only in some processes, by up to 12% (IMPALA)
+(BENCHMARKS.md, 2026-12-06). With one thread every run is as fast as when pinned to one
+core, and the compiler keeps its own threads.
 
 Programs that run at the same time from several host threads (``--async-workers``,
 ``--actor-learner``, the ``@threads`` runtimes of ``compare``) need a thread each: on a
