@@ -219,3 +219,20 @@ def test_a_killed_threaded_run_resumes_as_if_never_stopped(module, tmp_path):
         np.testing.assert_array_equal(a, b)
     for name, values in whole.metrics.items():
         np.testing.assert_allclose(resumed.metrics[name], values, rtol=1e-6, err_msg=name)
+
+
+def test_threaded_workers_warn_on_a_one_thread_cpu_pool(monkeypatch):
+    """Workers in threads on one CPU device take turns on a pool of one thread: said at
+    construction (the pool's size is read from NPROC, as XLA read it)."""
+    import warnings
+
+    algo = a3c.make(a3c.Config(**TINY))
+    monkeypatch.setenv("NPROC", "1")
+    monkeypatch.delenv("PORTABLE_NPROC", raising=False)
+    with pytest.warns(UserWarning, match="take turns"):
+        AsyncWorkers(algo, devices=[jax.devices("cpu")[0]], schedule="threads")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        AsyncWorkers(algo, devices=[jax.devices("cpu")[0]], schedule="round_robin")
+        monkeypatch.setenv("NPROC", "2")
+        AsyncWorkers(algo, devices=[jax.devices("cpu")[0]], schedule="threads")

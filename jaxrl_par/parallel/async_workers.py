@@ -34,6 +34,7 @@ programs dispatched from several threads at the same time, each on its own cores
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_par import cpu_threads
 from jaxrl_par.algos.base import ASYNC_PARTS, Algorithm, combine_worker_metrics
 
 SCHEDULES = ("threads", "round_robin")
@@ -107,6 +109,14 @@ class AsyncWorkers:
         #: Each worker's host envs (``[S]`` :class:`~jaxrl_par.envs.host.HostVecEnv`),
         #: for an algorithm on gymnasium envs; made at the first compile.
         self.host_envs: list = []
+        shared_cpu = len({d for d in self.worker_devices if d.platform == "cpu"}) < sum(
+            d.platform == "cpu" for d in self.worker_devices)
+        if self.concurrent and shared_cpu and cpu_threads.chosen() == 1:
+            warnings.warn(
+                "async_workers: XLA:CPU's pool has one thread (NPROC=1, e.g. from "
+                "jaxrl_par.cpu_threads.limit()), so workers that share a CPU device take "
+                "turns instead of running at once; start the process without it (the "
+                "CLI's --cpu-threads auto leaves it for --async-workers)", stacklevel=2)
 
     @property
     def concurrent(self) -> bool:
