@@ -45,7 +45,7 @@ from jaxrl_par.train import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import FiveValueStep, train_vmapped
+from common import FiveValueStep, as_users_run, train_vmapped
 
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
 
@@ -187,8 +187,8 @@ def speed_only(repeats: int) -> None:
 
     runs = {"ours": [], "rejax": []}
     for r in range(repeats):
-        runs["ours"].append(ours_speed("CartPole-v1", 100_000, 1, 10, 10, 10, 128)["env_steps_per_s"])
-        runs["rejax"].append(rejax_speed("CartPole-v1", 100_000, 1, 10, 1, 128)["env_steps_per_s"])
+        runs["ours"].append(speed_one("ours"))
+        runs["rejax"].append(speed_one("rejax"))
         print(r, runs["ours"][-1], runs["rejax"][-1], flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     pairs = [o / x for o, x in zip(runs["ours"], runs["rejax"])]
@@ -199,27 +199,20 @@ def speed_only(repeats: int) -> None:
 
 def speed_as_users_run(rounds: int) -> None:
     """The same two runs as :func:`speed_only`, each in a fresh process, not pinned, with
-    the XLA:CPU thread pool its users get: ours one thread (``jaxrl_par.cpu_threads``,
-    the CLI's ``--cpu-threads auto``), rejax XLA's default (a thread per core); the order
-    alternates by round. Prints one JSON line: medians, their ratio, every run."""
+    the XLA:CPU thread pool its users get (``common.USERS_POOL``: ours one thread, rejax
+    XLA's default); the order alternates by round. Prints one JSON line: medians, their
+    ratio, every run."""
     import statistics
-    import subprocess
 
-    base = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
-    pools = {"ours": {**base, "NPROC": "1"}, "rejax": base}
-    runs = {"ours": [], "rejax": []}
-    for r in range(rounds):
-        for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
-            out = subprocess.run([sys.executable, __file__, "--speed-one", who], env=pools[who],
-                                 capture_output=True, text=True, check=True)
-            runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(r, who, round(runs[who][-1]), flush=True)
+    runs = as_users_run(lambda who: [sys.executable, __file__, "--speed-one", who], rounds,
+                        say=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     print(json.dumps({"median": med, "ratio": med["ours"] / med["rejax"], "all": runs}))
 
 
 def speed_one(who: str) -> float:
-    """``--speed-one ours|rejax``: env steps/s of one of :func:`speed_only`'s runs."""
+    """``--speed-one ours|rejax``: env steps/s of one of :func:`speed_only`'s runs (CartPole,
+    10 envs, one gradient step of 128 per 10 env steps, 1e5 steps)."""
     if who == "ours":
         return ours_speed("CartPole-v1", 100_000, 1, 10, 10, 10, 128)["env_steps_per_s"]
     return rejax_speed("CartPole-v1", 100_000, 1, 10, 1, 128)["env_steps_per_s"]

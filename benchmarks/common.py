@@ -7,12 +7,14 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par import cpu_threads
 from jaxrl_par.rng import unrolled_threefry
 
 
@@ -55,6 +57,34 @@ def interleaved(cases: dict[str, tuple[Callable, tuple]], repeats: int) -> dict[
         for name, (fn, args) in cases.items():
             times[name].append(time_call(fn, *args))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def pool_env(threads: int | None) -> dict[str, str]:
+    """This process's environment for a child process, with XLA:CPU's thread pool set to
+    ``threads`` (``NPROC``), or left to XLA's default (None: one thread per core)."""
+    env = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
+    return {**env, "NPROC": str(threads)} if threads else env
+
+
+#: The pool each library's users get on CPU: ours one thread (``jaxrl_par.cpu_threads``,
+#: the CLI's ``--cpu-threads auto``), a peer XLA's default.
+USERS_POOL = {"ours": 1, "rejax": None}
+
+
+def as_users_run(command_of: Callable[[str], list[str]], rounds: int,
+                 say: bool = False) -> dict[str, list]:
+    """Runs ``command_of(who)`` for ``ours`` and ``rejax``, each in a fresh process with
+    the pool its users get (:data:`USERS_POOL`), ``rounds`` times, the order alternating
+    by round; the last stdout line of each run, parsed as JSON, by ``who``."""
+    runs: dict[str, list] = {who: [] for who in USERS_POOL}
+    for r in range(rounds):
+        for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
+            out = subprocess.run(command_of(who), env=pool_env(USERS_POOL[who]),
+                                 capture_output=True, text=True, check=True)
+            runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            if say:
+                print(r, who, runs[who][-1], flush=True)
+    return runs
 
 
 def machine() -> dict:

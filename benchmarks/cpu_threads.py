@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, write_json
+from common import machine, pool_env, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,11 +32,10 @@ SETTINGS = ("auto", "default")
 
 def one_run(algo: str, env: str, steps: int, setting: str) -> dict:
     """One CLI training run in a fresh process; its JSON summary."""
-    child_env = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
     cmd = [sys.executable, "-m", "jaxrl_par", "train", algo, "--env", env,
            "--total-timesteps", str(steps), "--cpu-threads", setting, "--json",
            "--no-progress"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env,
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=pool_env(None),
                          timeout=900, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")

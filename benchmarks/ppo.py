@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))  # for benchmarks/common.py, imported next
-from common import FiveValueStep, compile_timed, interleaved, machine, write_json
+from common import FiveValueStep, as_users_run, compile_timed, interleaved, machine, write_json
 
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
@@ -222,46 +222,34 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     }
 
 
+def updates_timed(num_envs: int) -> int:
+    """Updates per timed call: about 0.3-1 s of training, more updates for fewer envs."""
+    return max(1, min(20, 40_000 // (num_envs * HP["num_steps"]) or 1))
+
+
 def speed_one(spec: str) -> dict:
     """``--speed-one who:env:num_envs:updates:repeats``: the update scan of ``who`` built
     and timed alone in this process (``repeats`` calls, median); env steps/s."""
-    import statistics
-    import time
-
     who, env_id, num_envs, updates, repeats = spec.split(":")
     fn, state, _ = build(who, env_id, int(num_envs), int(updates))
     compiled, _ = compile_timed(fn, state, ours=who == "ours")
-    jax.block_until_ready(compiled(state))
-    times = []
-    for _ in range(int(repeats)):
-        t = time.perf_counter()
-        jax.block_until_ready(compiled(state))
-        times.append(time.perf_counter() - t)
-    steps = int(num_envs) * HP["num_steps"] * int(updates)
-    return {"steps_per_second": steps / statistics.median(times)}
+    seconds = interleaved({who: (compiled, (state,))}, int(repeats))[who]
+    return {"steps_per_second": int(num_envs) * HP["num_steps"] * int(updates) / seconds}
 
 
-def as_users_run(settings, rounds: int, repeats: int) -> list[dict]:
+def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
     """Ours and rejax each in fresh processes, not pinned, each with the XLA:CPU thread
-    pool its users get: ours one thread (``jaxrl_par.cpu_threads``, the CLI's
-    ``--cpu-threads auto``), rejax XLA's default (a thread per core); the order
-    alternates by round. Medians over rounds of each process's median."""
+    pool its users get (``common.USERS_POOL``: ours one thread, rejax XLA's default); the
+    order alternates by round. Medians over rounds of each process's median."""
     import statistics
 
-    base = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
-    pools = {"ours": {**base, "NPROC": "1"}, "rejax": base}
     rows = []
     for env_id, n in settings:
-        updates = max(1, min(20, 40_000 // (n * HP["num_steps"]) or 1))
-        sps: dict[str, list[float]] = {"ours": [], "rejax": []}
-        for r in range(rounds):
-            for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--speed-one",
-                     f"{who}:{env_id}:{n}:{updates}:{repeats}"],
-                    env=pools[who], capture_output=True, text=True, check=True)
-                sps[who].append(json.loads(out.stdout.strip().splitlines()[-1])
-                                ["steps_per_second"])
+        updates = updates_timed(n)
+        spec = f"{env_id}:{n}:{updates}:{repeats}"
+        runs = as_users_run(lambda who, spec=spec: [sys.executable, __file__, "--speed-one",
+                                                    f"{who}:{spec}"], rounds)
+        sps = {who: [x["steps_per_second"] for x in v] for who, v in runs.items()}
         med = {k: statistics.median(v) for k, v in sps.items()}
         rows.append({"env": env_id, "num_envs": n, "updates_timed": updates,
                      "steps_per_second": sps, "median": med,
@@ -379,7 +367,7 @@ def main() -> None:
     if args.settings:
         settings = [(e, int(n)) for e, n in (item.rsplit(":", 1) for item in args.settings.split(","))]
     if args.as_users_run:
-        rows = as_users_run(settings, args.compile_rounds, args.repeats)
+        rows = as_users_run_grid(settings, args.compile_rounds, args.repeats)
         out = args.out.replace("ppo.json", "ppo_as_users_run.json")
         write_json(out, {"machine": machine(), "hyperparameters": HP, "settings": rows})
         print(f"wrote {out}\n")
@@ -397,8 +385,7 @@ def main() -> None:
     print(f"{'env':18s} {'envs':>5s} {'ours/s':>10s} {'rejax/s':>10s} {'ratio':>6s} "
           f"{'rollout/s':>10s} {'ceiling/s':>10s} {'roll/ceil':>9s} {'compile ours/rejax':>19s}")
     for env_id, n in settings:
-        # Time about 0.3-1 s of training per call: more updates for fewer envs.
-        updates = max(1, min(20, 40_000 // (n * HP["num_steps"]) or 1))
+        updates = updates_timed(n)
         r = bench_setting(env_id, n, updates, args.repeats, args.compile_rounds)
         rows.append(r)
         s = r["steps_per_second"]

@@ -37,7 +37,7 @@ def build(env_id: str, num_envs: int, updates: int, overrides: list[str]):
 
 
 def ab_setting(env_id: str, num_envs: int, a: list[str], b: list[str], rounds: int) -> dict:
-    updates = max(1, min(20, 40_000 // (num_envs * bench.HP["num_steps"]) or 1))
+    updates = bench.updates_timed(num_envs)
     steps = num_envs * bench.HP["num_steps"] * updates
     fa, sa, ca = build(env_id, num_envs, updates, a)
     fb, sb, cb = build(env_id, num_envs, updates, b)
