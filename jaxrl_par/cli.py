@@ -593,10 +593,10 @@ def cmd_compare(args) -> int:
         args.eval_envs = args.eval_envs or 8  # as compare() does, and recorded so
     entries = [compare.Entry.parse(e) for e in args.entries]
     needed = max((e.devices_needed for e in entries), default=1)
-    if not entries and args.env.startswith("gymnasium:"):
+    host_defaults = not entries and args.env.startswith("gymnasium:")
+    if host_defaults:
         needed = 2  # the default host entries include impala@actor-learner
-    concurrent = (any(e.runtime in ("threads", "actor-learner") for e in entries)
-                  or (not entries and args.env.startswith("gymnasium:")))
+    concurrent = host_defaults or any(e.runtime in ("threads", "actor-learner") for e in entries)
     cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
         _cpu_devices(needed)  # before jax touches a device (importing gymnax does)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from dropped import drop_signal
 
-from jaxrl_par import checkpoint, cli, interrupt
+from jaxrl_par import checkpoint, cli, cpu_threads, interrupt
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
@@ -32,7 +32,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
            "--set", "num_steps=32", "--set", "num_minibatches=2", "--log-dir", str(log),
            "--eval-envs", "4", "--eval-every", "5", "--json", "--no-progress"]
     env = {k: v for k, v in os.environ.items()
-           if k not in ("JAX_COMPILATION_CACHE_DIR", "NPROC", "PORTABLE_NPROC")}
+           if k not in ("JAX_COMPILATION_CACHE_DIR", *cpu_threads.VARIABLES)}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the CLI's default compile cache
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
                          check=False)
@@ -428,7 +428,7 @@ def test_cli_actor_learner_gets_its_two_cpu_devices(tmp_path):
             "cli.main(['train', 'apex', '--actor-learner', '--total-timesteps', '512',\n"
             "          '--no-progress', '--no-compile-cache', '--json'])\n"
             "print(json.dumps({'devices': len(jax.devices())}))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "NPROC", "PORTABLE_NPROC")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", *cpu_threads.VARIABLES)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          timeout=300, env=env, check=False)
     assert out.returncode == 0, out.stderr
