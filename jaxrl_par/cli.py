@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=CPU_THREADS_HELP)
     par = t.add_argument_group("devices and hosts (see docs/scaling.md)")
     par.add_argument("--devices", type=int, default=None,
-                     help="train on a ('pop','data') mesh of N devices (all hosts' together)")
+                     help="train on a ('pop','data') mesh of N devices (all hosts' together); "
+                          "on one CPU host, N CPU devices are made, e.g. one per core")
     par.add_argument("--pop", type=int, default=None,
                      help="pop axis of the mesh: seeds split over N device groups, each "
                           "data-parallel over devices/N (default 1)")
@@ -389,17 +390,6 @@ def _use_compile_cache() -> None:
     jax.config.update("jax_compilation_cache_dir", compile_cache_dir())
 
 
-def _cpu_devices(count: int = 2) -> None:
-    """Asks XLA for ``count`` CPU devices (e.g. one per half of an actor-learner run)
-    unless the device count is already set. XLA reads the flag when jax first touches a
-    device, so this works after ``import jax`` as long as nothing has run yet; on GPU and
-    TPU the accelerators are used and the CPU devices stay idle."""
-    flag = "--xla_force_host_platform_device_count"
-    flags = os.environ.get("XLA_FLAGS", "")
-    if flag not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {flag}={count}".strip()
-
-
 def cmd_train(args) -> int:
     import dataclasses
 
@@ -407,7 +397,9 @@ def cmd_train(args) -> int:
     # importing the runner starts it (gymnax computes at import)
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
     if args.actor_learner:
-        _cpu_devices(2)
+        cpu_threads.devices(2)  # on CPU: two devices of the cores, running at once
+    elif args.devices is not None and args.devices > 1 and not _multi_host(args):
+        cpu_threads.devices(args.devices)  # on CPU: e.g. one per core, a thread each
 
     import jax
 
@@ -599,7 +591,7 @@ def cmd_compare(args) -> int:
     concurrent = host_defaults or any(e.runtime in ("threads", "actor-learner") for e in entries)
     cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
-        _cpu_devices(needed)  # before jax touches a device (importing gymnax does)
+        cpu_threads.devices(needed)  # before jax touches a device (importing gymnax does)
     _import_modules(args.imports)
     if not args.no_compile_cache:
         _use_compile_cache()

@@ -1,4 +1,5 @@
-"""How many threads XLA:CPU runs a program's kernels on, chosen before JAX starts.
+"""How many threads XLA:CPU runs a program's kernels on, and on how many CPU devices,
+chosen before JAX starts.
 
 XLA's CPU client runs every program on one pool of threads, one per core by default. A
 program whose kernels are small (an RL update: small networks, scans over env steps) runs
@@ -21,6 +22,7 @@ when JAX creates its CPU client: on the first use of a device (importing gymnax 
 
     from jaxrl_par import cpu_threads
     cpu_threads.limit()          # before anything runs on a device
+    cpu_threads.devices(2)       # optional: a CPU device per core, for train(..., devices=2)
 """
 
 from __future__ import annotations
@@ -66,6 +68,46 @@ def limit(threads: int = 1, *, override: bool = False) -> bool:
         return chosen() == threads
     os.environ.pop("PORTABLE_NPROC", None)  # it would win over NPROC
     os.environ["NPROC"] = str(threads)
+    return True
+
+
+#: The XLA flag that sets how many CPU devices the CPU client makes (one by default).
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def device_count_asked() -> int | None:
+    """The CPU device count ``XLA_FLAGS`` asks for, or None when it does not set one."""
+    count = None
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        name, _, value = flag.partition("=")
+        if name == DEVICE_COUNT_FLAG and value.strip().isdigit():
+            count = int(value)  # XLA takes the last one given
+    return count
+
+
+def devices(count: int) -> bool:
+    """Asks XLA for ``count`` CPU devices in this process (``XLA_FLAGS``); returns whether
+    the request takes effect.
+
+    On a multi-core CPU, ``train(..., devices=count)`` then runs data parallel with one
+    device per core, each device's part of every program on a thread of its own (also on
+    a pool of one, :func:`limit`): on this project's 2-core host PPO ran 1.67-1.89x
+    faster on two devices than on one with 64 to 4,096 CartPole envs and 256
+    Breakout-MinAtar envs, and at 0.80x with 4 envs, whose kernels are too small to split
+    (``benchmarks/ppo.py --as-users-run``, BENCHMARKS.md, 2026-12-06). GPUs and TPUs are not affected; the CPU devices then stay idle.
+
+    It does not take effect when JAX has already created its CPU client, or when
+    ``XLA_FLAGS`` already sets a count (the user's choice is kept; True if it is
+    ``count``).
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count={count!r}: give a number of CPU devices >= 1")
+    if backend_started():
+        return False
+    if device_count_asked() is not None:
+        return device_count_asked() == count
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = f"{flags} {DEVICE_COUNT_FLAG}={count}".strip()
     return True
 
 

@@ -263,12 +263,12 @@ def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
     (["train", "apex", "--actor-learner", "--devices", "2"], "drop --devices and --pop"),
 ])
 def test_cli_actor_learner_errors(argv, message, capsys, monkeypatch):
-    """--actor-learner asks XLA for two CPU devices (XLA_FLAGS, restored here) and names
-    what does not combine with it, before anything compiles."""
+    """--actor-learner names what does not combine with it, before anything compiles; in
+    this process jax has started, so its device count is left alone (XLA_FLAGS unset)."""
     monkeypatch.setenv("XLA_FLAGS", "")
     assert main(argv) == 2
     assert message in capsys.readouterr().err
-    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    assert os.environ["XLA_FLAGS"] == ""
 
 
 def test_compile_cache_dir_follows_jax_then_xdg(monkeypatch, tmp_path):
@@ -435,3 +435,24 @@ def test_cli_actor_learner_gets_its_two_cpu_devices(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"devices": 2}
     assert json.loads(lines[-2])["cpu_threads"] is None
+
+
+def test_cli_devices_makes_its_cpu_devices_and_matches_one_device(tmp_path):
+    """`train --devices 2` on one CPU host asks XLA for two CPU devices itself (before jax
+    starts), splits the envs over them, and ends with one device's numbers."""
+    code = ("import json, jax\n"
+            "from jaxrl_par import cli\n"
+            "for extra in (['--devices', '2'], []):\n"
+            "    cli.main(['train', 'ppo', '--total-timesteps', '2048', '--chunks', '2',\n"
+            "              '--no-progress', '--no-compile-cache', '--json', *extra])\n"
+            "print(json.dumps({'devices': len(jax.devices())}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", *cpu_threads.VARIABLES)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == {"devices": 2}
+    sharded, single = json.loads(lines[-3]), json.loads(lines[-2])
+    assert sharded["cpu_threads"] == 1  # each device's part runs on a thread of its own
+    assert sharded["env_steps"] == single["env_steps"] == 2048
+    np.testing.assert_allclose(sharded["final_return"], single["final_return"], rtol=1e-5)

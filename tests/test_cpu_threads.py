@@ -1,6 +1,7 @@
 """XLA:CPU's pool size (jaxrl_par.cpu_threads): set before jax starts, kept when the user
 or jax already chose, and the CLI's auto choice."""
 
+import json
 import os
 import subprocess
 import sys
@@ -96,3 +97,24 @@ def test_runner_tips_once_about_a_pool_nobody_chose(monkeypatch, capsys):
     assert cpu_threads.hint_once() is None
     monkeypatch.delenv("NPROC")
     assert cpu_threads.hint_once() is not None and cpu_threads.hint_once() is None
+
+
+def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
+    """`devices(n)` asks XLA for n CPU devices in a fresh process; a count already in
+    XLA_FLAGS is kept; once jax has started it changes nothing; a bad count is an error."""
+    code = ("import json, os, jax\n"
+            "from jaxrl_par import cpu_threads\n"
+            "took = cpu_threads.devices(3)\n"
+            "n = len(jax.devices())\n"
+            "flags = os.environ['XLA_FLAGS']\n"
+            "print(json.dumps([took, n, cpu_threads.devices(5), os.environ['XLA_FLAGS'] == flags]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    for preset, expected in [(None, [True, 3, False, True]),
+                             ("--xla_force_host_platform_device_count=2", [False, 2, False, True]),
+                             ("--xla_force_host_platform_device_count=3", [True, 3, False, True])]:
+        run_env = env if preset is None else {**env, "XLA_FLAGS": preset}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=run_env, timeout=120, check=True)
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == expected, preset
+    with pytest.raises(ValueError, match="number of CPU devices"):
+        cpu_threads.devices(0)
