@@ -59,27 +59,36 @@ def interleaved(cases: dict[str, tuple[Callable, tuple]], repeats: int) -> dict[
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def pool_env(threads: int | None) -> dict[str, str]:
+def pool_env(threads: int | None, cpu_devices: int | None = None) -> dict[str, str]:
     """This process's environment for a child process, with XLA:CPU's thread pool set to
-    ``threads`` (``NPROC``), or left to XLA's default (None: one thread per core)."""
+    ``threads`` (``NPROC``), or left to XLA's default (None: one thread per core), and
+    with ``cpu_devices`` CPU devices (``XLA_FLAGS``; None: XLA's one)."""
     env = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
-    return {**env, "NPROC": str(threads)} if threads else env
+    if threads:
+        env["NPROC"] = str(threads)
+    if cpu_devices:
+        flags = [f for f in env.get("XLA_FLAGS", "").split()
+                 if not f.startswith(DEVICE_COUNT_FLAG)]
+        env["XLA_FLAGS"] = " ".join([*flags, f"{DEVICE_COUNT_FLAG}={cpu_devices}"])
+    return env
 
 
-#: The pool each library's users get on CPU: ours one thread (``jaxrl_par.cpu_threads``,
-#: the CLI's ``--cpu-threads auto``), a peer XLA's default.
-USERS_POOL = {"ours": 1, "rejax": None}
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+#: The XLA:CPU set-up each library's users get: ours one thread (``jaxrl_par.cpu_threads``,
+#: the CLI's ``--cpu-threads auto``), a peer XLA's default; as :func:`pool_env` arguments.
+USERS_POOL = {"ours": (1,), "rejax": (None,)}
 
 
 def as_users_run(command_of: Callable[[str], list[str]], rounds: int,
-                 say: bool = False) -> dict[str, list]:
-    """Runs ``command_of(who)`` for ``ours`` and ``rejax``, each in a fresh process with
-    the pool its users get (:data:`USERS_POOL`), ``rounds`` times, the order alternating
-    by round; the last stdout line of each run, parsed as JSON, by ``who``."""
-    runs: dict[str, list] = {who: [] for who in USERS_POOL}
+                 say: bool = False, setups: dict[str, tuple] = USERS_POOL) -> dict[str, list]:
+    """Runs ``command_of(who)`` for every ``who`` of ``setups``, each in a fresh process
+    with its environment ``pool_env(*setups[who])``, ``rounds`` times, the order reversed
+    every other round; the last stdout line of each run, parsed as JSON, by ``who``."""
+    runs: dict[str, list] = {who: [] for who in setups}
     for r in range(rounds):
-        for who in ("ours", "rejax") if r % 2 == 0 else ("rejax", "ours"):
-            out = subprocess.run(command_of(who), env=pool_env(USERS_POOL[who]),
+        for who in list(setups) if r % 2 == 0 else list(setups)[::-1]:
+            out = subprocess.run(command_of(who), env=pool_env(*setups[who]),
                                  capture_output=True, text=True, check=True)
             runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
             if say:

@@ -33,6 +33,7 @@ Usage: ``python benchmarks/ppo.py [--quick] [--repeats 5] [--returns]``; writes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -84,6 +85,9 @@ def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
     scan, ``fn(state) -> (state, _)``, and the initial state. ``overrides``
     (``["field=value", ...]``) change our Config."""
     steps = num_envs * HP["num_steps"] * updates
+    if who == "ours-cores":
+        return data_parallel_scan(
+            apply_overrides(ours_config(env_id, num_envs, steps), list(overrides)), updates)
     if who == "ours":
         algo = ppo.make(apply_overrides(ours_config(env_id, num_envs, steps), list(overrides)))
         return (lambda s: jax.lax.scan(lambda c, _: algo.update(c), s, None, length=updates),
@@ -92,6 +96,34 @@ def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
     return (lambda ts: jax.lax.scan(lambda c, _: (algo.train_iteration(c), None), ts, None,
                                     length=updates),
             algo.init_state(jax.random.key(0)), algo)
+
+
+def data_parallel_scan(cfg: ppo.Config, updates: int):
+    """``(fn, state, algo)`` as :func:`build`, for our PPO data-parallel over every device
+    of this process (``--devices N`` in the CLI): ``cfg.num_envs`` split over them,
+    gradients and statistics averaged, the same numbers as one device's run (tested in
+    tests/test_parallel.py). On a CPU the devices are ``XLA_FLAGS``' forced host devices,
+    one per core, each running its part of the program on a thread of its own."""
+    from jax.sharding import PartitionSpec as P
+
+    from jaxrl_par import axes, parallel
+    from jaxrl_par.algos.base import scan_updates
+    from jaxrl_par.parallel import data_parallel
+
+    algo = ppo.make(dataclasses.replace(cfg, axis_name=axes.DATA))
+    mesh = parallel.make_mesh(len(jax.devices()))
+    state = data_parallel.Sharded(algo, mesh).init(jax.random.split(jax.random.key(0), 1))
+    scan_one = scan_updates(algo, updates)
+
+    def body(s):  # one seed, this device's shard: [1, 1, ...]
+        s, metrics = jax.vmap(scan_one, in_axes=(0, None))(
+            jax.tree.map(lambda x: x[:, 0], s), 0)
+        return jax.tree.map(lambda x: x[:, None], s), metrics
+
+    spec = data_parallel.STATE_SPEC
+    fn = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=(spec, P()),
+                       check_vma=False)
+    return fn, state, algo
 
 
 def rollout_scan(algo, updates: int):
@@ -232,15 +264,21 @@ def speed_one(spec: str) -> dict:
     and timed alone in this process (``repeats`` calls, median); env steps/s."""
     who, env_id, num_envs, updates, repeats = spec.split(":")
     fn, state, _ = build(who, env_id, int(num_envs), int(updates))
-    compiled, _ = compile_timed(fn, state, ours=who == "ours")
+    compiled, _ = compile_timed(fn, state, ours=who.startswith("ours"))
     seconds = interleaved({who: (compiled, (state,))}, int(repeats))[who]
     return {"steps_per_second": int(num_envs) * HP["num_steps"] * int(updates) / seconds}
 
 
+#: ``--as-users-run``'s runs and their XLA:CPU set-ups (``common.pool_env`` arguments):
+#: ours on one device with one thread (the CLI's default), ours data-parallel over one CPU
+#: device per core with one thread each (the CLI's ``--devices N``), rejax XLA's default.
+AS_USERS_RUN = {"ours": (1,), "ours-cores": (1, os.cpu_count()), "rejax": (None,)}
+
+
 def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
-    """Ours and rejax each in fresh processes, not pinned, each with the XLA:CPU thread
-    pool its users get (``common.USERS_POOL``: ours one thread, rejax XLA's default); the
-    order alternates by round. Medians over rounds of each process's median."""
+    """Each run of :data:`AS_USERS_RUN` in fresh processes, not pinned, with the XLA:CPU
+    set-up its users get; the order reversed every other round. Medians over rounds of
+    each process's median, and each of ours over rejax's."""
     import statistics
 
     rows = []
@@ -248,15 +286,16 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
         updates = updates_timed(n)
         spec = f"{env_id}:{n}:{updates}:{repeats}"
         runs = as_users_run(lambda who, spec=spec: [sys.executable, __file__, "--speed-one",
-                                                    f"{who}:{spec}"], rounds)
+                                                    f"{who}:{spec}"], rounds,
+                            setups=AS_USERS_RUN)
         sps = {who: [x["steps_per_second"] for x in v] for who, v in runs.items()}
         med = {k: statistics.median(v) for k, v in sps.items()}
+        ratios = {who: med[who] / med["rejax"] for who in med if who != "rejax"}
         rows.append({"env": env_id, "num_envs": n, "updates_timed": updates,
-                     "steps_per_second": sps, "median": med,
-                     "ratio_ours_over_rejax": med["ours"] / med["rejax"]})
-        print(f"{env_id:18s} {n:5d} ours {med['ours']:10,.0f} rejax {med['rejax']:10,.0f} "
-              f"{med['ours'] / med['rejax']:5.2f}  ours {[round(x) for x in sps['ours']]} "
-              f"rejax {[round(x) for x in sps['rejax']]}", flush=True)
+                     "steps_per_second": sps, "median": med, "ratio_over_rejax": ratios})
+        print(f"{env_id:18s} {n:5d} " + " ".join(f"{k} {v:,.0f}" for k, v in med.items())
+              + " | " + " ".join(f"{k}/rejax {v:.2f}" for k, v in ratios.items())
+              + f" | {sps}", flush=True)
     return rows
 
 
@@ -332,8 +371,8 @@ def main() -> None:
     p.add_argument("--whole-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--as-users-run", action="store_true",
                    help="throughput only, each library in fresh processes with the XLA:CPU "
-                        "thread pool its users get (ours one thread, rejax one per core), "
-                        "not pinned: --compile-rounds rounds of --repeats calls")
+                        "set-up its users get (ours one thread, on one device and on one "
+                        "device per core; rejax XLA's default pool), not pinned: --compile-rounds rounds of --repeats calls")
     p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
@@ -371,15 +410,16 @@ def main() -> None:
         out = args.out.replace("ppo.json", "ppo_as_users_run.json")
         write_json(out, {"machine": machine(), "hyperparameters": HP, "settings": rows})
         print(f"wrote {out}\n")
-        print("| env | num_envs | ours steps/s (one thread) | rejax steps/s (XLA's default) "
-              "| ours/rejax | every process, ours | every process, rejax |")
-        print("|---|---:|---:|---:|---:|---|---|")
+        print("| env | num_envs | ours, 1 device | ours, 1 device per core | rejax "
+              "(XLA's default pool) | ours/rejax | ours per core/rejax | every process "
+              "(ours; per core; rejax) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
-            m, a = r["median"], r["steps_per_second"]
-            print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {m['rejax']:,.0f} | "
-                  f"{r['ratio_ours_over_rejax']:.2f} | "
-                  + ", ".join(f"{x:,.0f}" for x in a["ours"]) + " | "
-                  + ", ".join(f"{x:,.0f}" for x in a["rejax"]) + " |")
+            m, a, q = r["median"], r["steps_per_second"], r["ratio_over_rejax"]
+            print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {m['ours-cores']:,.0f} "
+                  f"| {m['rejax']:,.0f} | {q['ours']:.2f} | {q['ours-cores']:.2f} | "
+                  + "; ".join(", ".join(f"{x / 1e3:.0f}k" for x in a[w]) for w in AS_USERS_RUN)
+                  + " |")
         return
     rows = []
     print(f"{'env':18s} {'envs':>5s} {'ours/s':>10s} {'rejax/s':>10s} {'ratio':>6s} "
