@@ -7,6 +7,13 @@ median env steps/s of each and their ratio, with every run's figure (runs on a s
 host vary from process to process), and writes ``benchmarks/results/cpu_threads.json``::
 
     python benchmarks/cpu_threads.py --repeats 3
+
+``--per-core`` instead compares one device with one CPU device per core (``--devices N``,
+data parallel, each device's part on a thread of its own; both ``--cpu-threads auto``)
+for the algorithms that run data parallel, at their defaults and at bigger batches
+(``benchmarks/results/cpu_per_core.json``)::
+
+    python benchmarks/cpu_threads.py --per-core --repeats 3
 """
 
 from __future__ import annotations
@@ -27,14 +34,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = [("ppo", "CartPole-v1", 300_000), ("a2c", "CartPole-v1", 300_000),
         ("impala", "CartPole-v1", 300_000), ("dqn", "CartPole-v1", 100_000),
         ("apex", "CartPole-v1", 100_000), ("sac", "Pendulum-v1", 20_000)]
-SETTINGS = ("auto", "default")
+SETTINGS = {"auto": ["--cpu-threads", "auto"], "default": ["--cpu-threads", "default"]}
+
+CORES = os.cpu_count() or 1
+#: ``--per-core``'s runs: (algorithm, env, env steps, further CLI arguments).
+PER_CORE_RUNS = [
+    ("ppo", "CartPole-v1", 300_000, []),
+    ("ppo", "CartPole-v1", 1_000_000, ["--set", "num_envs=256"]),
+    ("ppo", "Breakout-MinAtar", 500_000, ["--set", "num_envs=256"]),
+    ("impala", "CartPole-v1", 300_000, []),
+    ("impala", "Breakout-MinAtar", 300_000, ["--set", "num_envs=64"]),
+    ("dqn", "CartPole-v1", 100_000, []),
+    ("sac", "Pendulum-v1", 20_000, []),
+]
+PER_CORE_SETTINGS = {"per core": ["--devices", str(CORES)], "one device": []}
 
 
-def one_run(algo: str, env: str, steps: int, setting: str) -> dict:
-    """One CLI training run in a fresh process; its JSON summary."""
+def one_run(algo: str, env: str, steps: int, setting: list[str]) -> dict:
+    """One CLI training run in a fresh process, with ``setting``'s CLI arguments; its
+    JSON summary."""
     cmd = [sys.executable, "-m", "jaxrl_par", "train", algo, "--env", env,
-           "--total-timesteps", str(steps), "--cpu-threads", setting, "--json",
-           "--no-progress"]
+           "--total-timesteps", str(steps), *setting, "--json", "--no-progress"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=pool_env(None),
                          timeout=900, check=False)
     if out.returncode != 0:
@@ -42,41 +62,65 @@ def one_run(algo: str, env: str, steps: int, setting: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def compare_settings(runs_spec, settings: dict[str, list[str]], repeats: int) -> list[dict]:
+    """Each run of ``runs_spec`` under every setting in fresh processes, ``repeats`` times,
+    the order reversed every other repeat; medians and every run's figure."""
+    names = list(settings)
+    rows = []
+    for algo, env, steps, extra in runs_spec:
+        runs: dict[str, list[dict]] = {s: [] for s in names}
+        for r in range(repeats):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                runs[name].append(one_run(algo, env, steps, [*extra, *settings[name]]))
+        sps = {s: [x["steps_per_second"] for x in v] for s, v in runs.items()}
+        med = {s: statistics.median(v) for s, v in sps.items()}
+        row = {"algo": algo, "env": env, "arguments": extra, "env_steps": steps,
+               "steps_per_second": sps, "median": med,
+               "ratio": med[names[0]] / med[names[1]],
+               "final_return": {s: [x["final_return"] for x in v] for s, v in runs.items()},
+               "cpu_threads": {s: runs[s][0]["cpu_threads"] for s in names}}
+        rows.append(row)
+        print(f"{algo:7s} {env:16s} {' '.join(extra):18s} "
+              + "  ".join(f"{s} {m:>10,.0f}" for s, m in med.items())
+              + f"  {names[0]}/{names[1]} {row['ratio']:.2f}   runs: "
+              + "; ".join(f"{s} {[round(x) for x in v]}" for s, v in sps.items()), flush=True)
+    return rows
+
+
+def table(rows: list[dict], names: list[str]) -> None:
+    a, b = names
+    print(f"| algo | env | arguments | {a} (steps/s) | {b} (steps/s) | {a} / {b} "
+          f"| every run, {a} | every run, {b} |")
+    print("|---|---|---|---:|---:|---:|---|---|")
+    for r in rows:
+        print(f"| {r['algo']} | {r['env']} | {' '.join(r['arguments'])} | "
+              f"{r['median'][a]:,.0f} | {r['median'][b]:,.0f} | {r['ratio']:.2f} | "
+              + ", ".join(f"{x:,.0f}" for x in r["steps_per_second"][a]) + " | "
+              + ", ".join(f"{x:,.0f}" for x in r["steps_per_second"][b]) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--algos", default=",".join(a for a, _, _ in RUNS),
-                   help="comma-separated subset of: " + ", ".join(a for a, _, _ in RUNS))
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                 "cpu_threads.json"))
+    p.add_argument("--algos", default=None,
+                   help="comma-separated subset of the algorithms (default: all)")
+    p.add_argument("--per-core", action="store_true",
+                   help="one device against one CPU device per core (--devices N)")
+    p.add_argument("--out", default=None, help="the JSON file (default: results/"
+                                               "cpu_threads.json or cpu_per_core.json)")
     args = p.parse_args()
-    chosen = args.algos.split(",")
-    rows = []
-    for algo, env, steps in (r for r in RUNS if r[0] in chosen):
-        runs: dict[str, list[dict]] = {s: [] for s in SETTINGS}
-        for r in range(args.repeats):
-            for setting in (SETTINGS if r % 2 == 0 else SETTINGS[::-1]):
-                runs[setting].append(one_run(algo, env, steps, setting))
-        sps = {s: [x["steps_per_second"] for x in v] for s, v in runs.items()}
-        med = {s: statistics.median(v) for s, v in sps.items()}
-        row = {"algo": algo, "env": env, "env_steps": steps, "steps_per_second": sps,
-               "median": med, "ratio_auto_to_default": med["auto"] / med["default"],
-               "cpu_threads": {s: runs[s][0]["cpu_threads"] for s in SETTINGS}}
-        rows.append(row)
-        print(f"{algo:7s} {env:12s} auto {med['auto']:>10,.0f}  default {med['default']:>10,.0f}"
-              f"  auto/default {row['ratio_auto_to_default']:.2f}   runs: auto "
-              f"{[round(x) for x in sps['auto']]} default {[round(x) for x in sps['default']]}",
-              flush=True)
-    write_json(args.out, {"machine": machine(), "repeats": args.repeats, "rows": rows})
-    print(f"wrote {args.out}\n")
-    print("| algo | env | auto: one thread (steps/s) | XLA's default (steps/s) | auto / default "
-          "| every run, auto | every run, default |")
-    print("|---|---|---:|---:|---:|---|---|")
-    for r in rows:
-        print(f"| {r['algo']} | {r['env']} | {r['median']['auto']:,.0f} | "
-              f"{r['median']['default']:,.0f} | {r['ratio_auto_to_default']:.2f} | "
-              + ", ".join(f"{x:,.0f}" for x in r["steps_per_second"]["auto"]) + " | "
-              + ", ".join(f"{x:,.0f}" for x in r["steps_per_second"]["default"]) + " |")
+    if args.per_core:
+        spec, settings, name = PER_CORE_RUNS, PER_CORE_SETTINGS, "cpu_per_core.json"
+    else:
+        spec, settings, name = [(*r, []) for r in RUNS], SETTINGS, "cpu_threads.json"
+    if args.algos:
+        spec = [r for r in spec if r[0] in args.algos.split(",")]
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
+    rows = compare_settings(spec, settings, args.repeats)
+    write_json(out, {"machine": machine(), "repeats": args.repeats, "settings": settings,
+                     "rows": rows})
+    print(f"wrote {out}\n")
+    table(rows, list(settings))
 
 
 if __name__ == "__main__":
