@@ -43,7 +43,16 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))  # for benchmarks/common.py, imported next
-from common import FiveValueStep, as_users_run, compile_timed, interleaved, machine, write_json
+from common import (
+    USERS_POOL,
+    FiveValueStep,
+    as_users_run,
+    compile_timed,
+    interleaved,
+    machine,
+    pool_env,
+    write_json,
+)
 
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
@@ -333,19 +342,24 @@ def whole_one(who: str, total_timesteps: int) -> dict:
     return {"compile_s": compile_s, "wall_s": wall_s, "final_return": final}
 
 
-def whole_program(rounds: int, total_timesteps: int) -> dict:
+def whole_program(rounds: int, total_timesteps: int, users_pools: bool = False) -> dict:
     """Each of :data:`WHOLE_RUNS` in a fresh process per round (persistent compilation
-    cache off), the order rotated each round; medians."""
+    cache off), the order rotated each round; medians. ``users_pools``: each process
+    with the XLA:CPU pool its library's users get (``common.USERS_POOL``), else this
+    process's environment (e.g. under ``taskset``)."""
     import statistics
 
-    env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
+    def env_of(who: str) -> dict:
+        base = pool_env(*USERS_POOL[who.split("_")[0]]) if users_pools else dict(os.environ)
+        return {**base, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+
     runs: dict[str, list[dict]] = {who: [] for who in WHOLE_RUNS}
     for r in range(rounds):
         order = WHOLE_RUNS[r % 3:] + WHOLE_RUNS[:r % 3]
         for who in order:
             out = subprocess.run(
                 [sys.executable, __file__, "--whole-one", f"{who}:{total_timesteps}"],
-                env=env, capture_output=True, text=True, check=True)
+                env=env_of(who), capture_output=True, text=True, check=True)
             runs[who].append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(who, runs[who][-1], flush=True)
     medians = {who: {k: statistics.median(x[k] for x in v) for k in ("compile_s", "wall_s")}
@@ -367,7 +381,8 @@ def main() -> None:
     p.add_argument("--whole-program", action="store_true",
                    help="only the whole-program comparison: ours, rejax and rejax without "
                         "its final evaluation, each trained to 5e5 steps on CartPole-v1 "
-                        "(4 envs) in fresh processes, --compile-rounds rounds")
+                        "(4 envs) in fresh processes, --compile-rounds rounds; with "
+                        "--as-users-run each with its users' XLA:CPU pool, not pinned")
     p.add_argument("--whole-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--as-users-run", action="store_true",
                    help="throughput only, each library in fresh processes with the XLA:CPU "
@@ -388,8 +403,10 @@ def main() -> None:
         return
     if args.whole_program:
         steps = 100_000 if args.quick else 500_000
-        result = whole_program(2 if args.quick else args.compile_rounds, steps)
-        out = args.out.replace("ppo.json", "ppo_whole_program.json")
+        result = whole_program(2 if args.quick else args.compile_rounds, steps,
+                               users_pools=args.as_users_run)
+        out = args.out.replace("ppo.json", "ppo_whole_program_as_users_run.json"
+                               if args.as_users_run else "ppo_whole_program.json")
         write_json(out, {"machine": machine(), "hyperparameters": HP, **result})
         print(f"wrote {out}\n")
         print("| run | compile s | wall s, compile included | final return |")
