@@ -419,40 +419,38 @@ def test_cli_ends_with_the_signal_code_when_python_dropped_its_exception(
     interrupt.raise_pending()  # forgotten once reported
 
 
-def test_cli_actor_learner_gets_its_two_cpu_devices(tmp_path):
+def _fresh_cli_runs(runs: list[list[str]]) -> list[dict]:
+    """Runs ``cli.main(args)`` for each of ``runs`` in one fresh process (no XLA_FLAGS, no
+    pool size set), then prints its device count; the JSON summaries, then
+    ``{"devices": n}``."""
+    code = ("import json, sys, jax\n"
+            "from jaxrl_par import cli\n"
+            "for args in json.loads(sys.argv[1]):\n"
+            "    cli.main(args + ['--no-progress', '--no-compile-cache', '--json'])\n"
+            "print(json.dumps({'devices': len(jax.devices())}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", *cpu_threads.VARIABLES)}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(runs)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.strip().splitlines()[-len(runs) - 1:]]
+
+
+def test_cli_actor_learner_gets_its_two_cpu_devices():
     """`train --actor-learner` asks XLA for two CPU devices before jax starts (importing
     the runner starts it), so actors and learner run on devices of their own, and the
     pool keeps XLA's default for their two programs at once."""
-    code = ("import json, jax\n"
-            "from jaxrl_par import cli\n"
-            "cli.main(['train', 'apex', '--actor-learner', '--total-timesteps', '512',\n"
-            "          '--no-progress', '--no-compile-cache', '--json'])\n"
-            "print(json.dumps({'devices': len(jax.devices())}))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", *cpu_threads.VARIABLES)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300, env=env, check=False)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert json.loads(lines[-1]) == {"devices": 2}
-    assert json.loads(lines[-2])["cpu_threads"] is None
+    summary, devices = _fresh_cli_runs(
+        [["train", "apex", "--actor-learner", "--total-timesteps", "512"]])
+    assert devices == {"devices": 2}
+    assert summary["cpu_threads"] is None
 
 
-def test_cli_devices_makes_its_cpu_devices_and_matches_one_device(tmp_path):
+def test_cli_devices_makes_its_cpu_devices_and_matches_one_device():
     """`train --devices 2` on one CPU host asks XLA for two CPU devices itself (before jax
     starts), splits the envs over them, and ends with one device's numbers."""
-    code = ("import json, jax\n"
-            "from jaxrl_par import cli\n"
-            "for extra in (['--devices', '2'], []):\n"
-            "    cli.main(['train', 'ppo', '--total-timesteps', '2048', '--chunks', '2',\n"
-            "              '--no-progress', '--no-compile-cache', '--json', *extra])\n"
-            "print(json.dumps({'devices': len(jax.devices())}))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", *cpu_threads.VARIABLES)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300, env=env, check=False)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert json.loads(lines[-1]) == {"devices": 2}
-    sharded, single = json.loads(lines[-3]), json.loads(lines[-2])
+    run = ["train", "ppo", "--total-timesteps", "2048", "--chunks", "2"]
+    sharded, single, devices = _fresh_cli_runs([run + ["--devices", "2"], run])
+    assert devices == {"devices": 2}
     assert sharded["cpu_threads"] == 1  # each device's part runs on a thread of its own
     assert sharded["env_steps"] == single["env_steps"] == 2048
     np.testing.assert_allclose(sharded["final_return"], single["final_return"], rtol=1e-5)
