@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import compile_timed, interleaved, machine, write_json  # noqa: E402
+from common import compile_timed, interleaved, machine, write_json
 
-from jaxrl_par import activations, networks  # noqa: E402
+from jaxrl_par import activations, networks
 
 TANHS = {"ours": activations.tanh, "jnp": jnp.tanh}
 

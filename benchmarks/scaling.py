@@ -43,15 +43,14 @@ if ARGS is not None and ARGS.fake_devices:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                f" --xla_force_host_platform_device_count={ARGS.fake_devices}")
 
-import jax  # noqa: E402  (after XLA_FLAGS)
+import jax
 
-from jaxrl_par import axes  # noqa: E402
-from jaxrl_par.algos import ppo  # noqa: E402
-from jaxrl_par.train import train  # noqa: E402
+from jaxrl_par import axes
+from jaxrl_par.algos import ppo
+from jaxrl_par.train import train
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine, write_json  # noqa: E402
-
+from common import machine, write_json
 
 SEED_RUN_STEPS = 500_000  # seeds/hour: full 5e5-step CartPole runs trained per hour
 

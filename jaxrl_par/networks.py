@@ -230,7 +230,7 @@ class ActorCritic(nn.Module):
     torso: str = "auto"
 
     def setup(self):
-        make = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,  # noqa: E731
+        make = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,
                                   self.torso)
         self.actor_torso = make()
         self.critic_torso = self.actor_torso if self.shared_torso else make()

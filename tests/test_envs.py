@@ -125,7 +125,7 @@ def test_cartpole_matches_gymnax_step():
     for i in range(40):
         k = jax.random.key(100 + i)
         a = i % 2
-        obs_g, st_g, r_g, term_g, trunc_g, info = genv.step(k, st_g, a, gparams)
+        obs_g, st_g, r_g, term_g, _trunc_g, info = genv.step(k, st_g, a, gparams)
         state, ts = env.step(k[None], state, jnp.array([a]))
         np.testing.assert_allclose(ts.obs[0], obs_g, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(ts.final_obs[0], info["final_observation"], rtol=1e-5, atol=1e-6)

@@ -79,7 +79,7 @@ def test_batch_normalized_weights():
 
 
 def test_batch_td_error_gradient_only_through_q_tm1():
-    q_fn = lambda p, obs: obs * p  # noqa: E731  [B, A]
+    q_fn = lambda p, obs: obs * p  # [B, A]
     batch = q_common.example_transition((2,))
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), batch)
     batch = batch._replace(obs=jnp.ones((2, 2)), next_obs=2 * jnp.ones((2, 2)),
@@ -114,7 +114,7 @@ def test_nstep_carry_equals_one_long_rollout(n):
     carry = init_nstep_carry(n, 5, (4,))
     got, valid = [], []
     for i in range(6):
-        part = jax.tree.map(lambda x: x[2 * i: 2 * i + 2], steps)
+        part = jax.tree.map(lambda x, i=i: x[2 * i: 2 * i + 2], steps)
         carry, (w, v) = nstep_with_carry(carry, part, 0.9, n)
         got.append(w)
         valid.append(v)

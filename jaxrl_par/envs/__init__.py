@@ -12,8 +12,8 @@ from jaxrl_par.envs.registry import (
 )
 
 __all__ = [
-    "EnvState",
     "PROBES",
+    "EnvState",
     "Timestep",
     "VecEnv",
     "check_env_id",

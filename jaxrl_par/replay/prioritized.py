@@ -33,9 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl_par.replay import checks
+from jaxrl_par.replay import checks, sum_tree
 from jaxrl_par.replay import storage as storage_lib
-from jaxrl_par.replay import sum_tree
 from jaxrl_par.replay.types import Buffer, PyTree, Sample
 
 
@@ -233,12 +232,12 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer
         """Draws `batch_size` (static) slots, stratified, with IS weights for `beta`."""
         checks.check_batch_size(batch_size)
         checks.check_not_empty(state.storage.size)
-        if storage_lib.is_concrete(state.tree.sums[-1]) and state.tree.sums[-1].ndim == 1:
-            if not float(np.sum(np.asarray(state.tree.sums[-1]))) > 0:
-                raise ValueError(
-                    "sample: every stored priority is zero, nothing can be drawn; "
-                    "give some items a positive priority with update_priorities."
-                )
+        if (storage_lib.is_concrete(state.tree.sums[-1]) and state.tree.sums[-1].ndim == 1
+                and not float(np.sum(np.asarray(state.tree.sums[-1]))) > 0):
+            raise ValueError(
+                "sample: every stored priority is zero, nothing can be drawn; "
+                "give some items a positive priority with update_priorities."
+            )
         return sample_core(state, key, batch_size, beta)
 
     def sample_at(
