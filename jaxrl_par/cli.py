@@ -384,10 +384,63 @@ def _use_compile_cache() -> None:
     command then loads the compiled training program instead of compiling it: the
     default PPO run's compile went from 8.5 s to 2.1 s (tracing and lowering remain). jax
     keys entries by program, jax version and devices, and skips programs that compile in
-    under a second; a cache it cannot write is a warning, not an error."""
+    under a second; a cache it cannot write is a warning, not an error. The cache is
+    trimmed first to its bound (:func:`trim_compile_cache`, 2 GiB by default)."""
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", compile_cache_dir())
+    path = compile_cache_dir()
+    trim_compile_cache(path, compile_cache_limit())
+    jax.config.update("jax_compilation_cache_dir", path)
+
+
+#: The default bound on the CLI's compile cache, in MiB (``JAXRL_PAR_COMPILE_CACHE_MB``).
+COMPILE_CACHE_MB = 2048
+
+
+def compile_cache_limit() -> int | None:
+    """The compile cache's bound in bytes: ``$JAXRL_PAR_COMPILE_CACHE_MB`` MiB (0: no
+    bound), else :data:`COMPILE_CACHE_MB`. A value that is not a whole number is an error
+    naming the variable."""
+    text = os.environ.get("JAXRL_PAR_COMPILE_CACHE_MB", "").strip()
+    if not text:
+        return COMPILE_CACHE_MB << 20
+    if not text.isdigit():
+        raise ValueError(f"JAXRL_PAR_COMPILE_CACHE_MB={text!r}: give the compile cache's bound "
+                         "in MiB as a whole number, or 0 for no bound")
+    return int(text) << 20 or None
+
+
+def trim_compile_cache(path: str, limit: int | None) -> int:
+    """Deletes the least recently used files of the compile cache at ``path`` until it
+    holds at most 3/4 of ``limit`` bytes, if it holds more than ``limit`` (None: no
+    bound); returns the bytes freed. jax never deletes from its cache on its own (its
+    ``jax_compilation_cache_max_size`` eviction needs bookkeeping files on every entry,
+    which entries written without it lack), so the CLI trims it as it starts. A file
+    that disappears meanwhile (another run trimming) is skipped."""
+    if limit is None or not os.path.isdir(path):
+        return 0
+    files = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False) and not entry.name.startswith("."):
+                    st = entry.stat(follow_symlinks=False)
+                    files.append((max(st.st_atime, st.st_mtime), st.st_size, entry.path))
+            except OSError:
+                continue
+    total = sum(size for _, size, _ in files)
+    if total <= limit:
+        return 0
+    freed = 0
+    for _, size, file in sorted(files):  # oldest use first
+        if total - freed <= limit * 3 // 4:
+            break
+        try:
+            os.remove(file)
+            freed += size
+        except OSError:
+            continue
+    return freed
 
 
 #: Algorithms that trained faster data parallel over a CPU device per core than on one

@@ -468,3 +468,31 @@ def test_per_core_tip_only_where_a_device_per_core_was_faster():
     for args in [("ppo", 4, "cpu", 2), ("ppo", 256, "gpu", 2), ("ppo", 256, "cpu", 1),
                  ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("ppo", 66, "cpu", 4)]:
         assert per_core_tip(*args) is None, args
+
+
+def test_compile_cache_is_trimmed_to_its_bound_oldest_first(tmp_path, monkeypatch):
+    """Over its bound, the cache loses its least recently used files down to 3/4 of the
+    bound; at or under it, or with no bound, nothing is deleted."""
+    from jaxrl_par.cli import compile_cache_limit, trim_compile_cache
+
+    for i in range(10):  # 10 files of 100 bytes, file i last used at time 1000 + i
+        f = tmp_path / f"entry{i}-cache"
+        f.write_bytes(b"x" * 100)
+        os.utime(f, (1000 + i, 1000 + i))
+    (tmp_path / ".lockfile").write_bytes(b"")
+    assert trim_compile_cache(str(tmp_path), 1000) == 0
+    assert trim_compile_cache(str(tmp_path), None) == 0
+    assert trim_compile_cache(str(tmp_path), 800) == 400  # down to 600 <= 3/4 of 800
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".lockfile", *(f"entry{i}-cache" for i in range(4, 10))]
+    assert trim_compile_cache(str(tmp_path / "missing"), 1) == 0
+
+    monkeypatch.delenv("JAXRL_PAR_COMPILE_CACHE_MB", raising=False)
+    assert compile_cache_limit() == 2048 << 20
+    monkeypatch.setenv("JAXRL_PAR_COMPILE_CACHE_MB", "0")
+    assert compile_cache_limit() is None
+    monkeypatch.setenv("JAXRL_PAR_COMPILE_CACHE_MB", "512")
+    assert compile_cache_limit() == 512 << 20
+    monkeypatch.setenv("JAXRL_PAR_COMPILE_CACHE_MB", "2GB")
+    with pytest.raises(ValueError, match="JAXRL_PAR_COMPILE_CACHE_MB='2GB'"):
+        compile_cache_limit()
