@@ -461,7 +461,7 @@ def per_core_tip(algo: str, num_envs: int, backend: str, cores: int) -> str | No
         return None
     return (f"jaxrl-par: tip: this CPU has {cores} cores; --devices {cores} splits the "
             f"{num_envs} envs over a CPU device per core (the same updates up to float "
-            "rounding; PPO and IMPALA ran 1.8-2x faster so from 64 envs on 2 cores, "
+            "rounding; PPO and IMPALA ran 1.7-2x faster so from 64 envs on 2 cores, "
             "BENCHMARKS.md)")
 
 
