@@ -443,28 +443,6 @@ def trim_compile_cache(path: str, limit: int | None) -> int:
     return freed
 
 
-#: Algorithms that trained faster data parallel over a CPU device per core than on one
-#: device once they had this many envs (``benchmarks/cpu_threads.py --per-core``, 2 cores:
-#: PPO 1.77x with 256 CartPole envs and 1.92x with 256 Breakout-MinAtar envs, IMPALA 2.05x
-#: with 64 Breakout-MinAtar envs; with their CartPole defaults of 4 and 16 envs, and for
-#: DQN and SAC, one device was as fast or faster).
-PER_CORE_ALGOS = ("ppo", "impala")
-PER_CORE_MIN_ENVS = 64
-
-
-def per_core_tip(algo: str, num_envs: int, backend: str, cores: int) -> str | None:
-    """A one-line tip for a one-device run that ``--devices <cores>`` would likely speed
-    up (a CPU host with several cores, an algorithm of :data:`PER_CORE_ALGOS` with at
-    least :data:`PER_CORE_MIN_ENVS` envs that divide over the cores), else None."""
-    if (backend != "cpu" or cores < 2 or algo not in PER_CORE_ALGOS
-            or num_envs < PER_CORE_MIN_ENVS or num_envs % cores):
-        return None
-    return (f"jaxrl-par: tip: this CPU has {cores} cores; --devices {cores} splits the "
-            f"{num_envs} envs over a CPU device per core (the same updates up to float "
-            "rounding; PPO and IMPALA ran 1.7-2x faster so from 64 envs on 2 cores, "
-            "BENCHMARKS.md)")
-
-
 def cmd_train(args) -> int:
     import dataclasses
 
@@ -519,11 +497,6 @@ def cmd_train(args) -> int:
         cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
     cfg, seeds, hparams = _lanes(args, cfg)
     algo = module.make(cfg)
-    if not (sharded or args.actor_learner or args.async_workers) and jax.process_index() == 0:
-        tip = per_core_tip(args.algo, getattr(cfg, "num_envs", 0), jax.default_backend(),
-                           os.cpu_count() or 1)
-        if tip:
-            print(tip, file=sys.stderr)
     mesh_kw = {"devices": args.devices, "pop": args.pop or 1,
                "debug_replication": args.debug_replication} if sharded else {}
     if not args.no_compile_cache:

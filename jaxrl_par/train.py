@@ -511,6 +511,11 @@ def train(
     tip = cpu_threads.hint_once() if show and pipeline is None else None
     if tip:  # one program at a time on CPU, on a pool nobody chose
         print(tip, file=sys.stderr)
+    if show and pipeline is None and sharded is None and chunk_fn_factory is None:
+        tip = cpu_threads.per_core_hint_once(type(algo.config).__module__.rsplit(".", 1)[-1],
+                                             getattr(algo.config, "num_envs", 0))
+        if tip:  # one device on a multi-core CPU, for a run that gained from a device per core
+            print(tip, file=sys.stderr)
     if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
         # Nothing left to train: the checkpoint is read into the state's shapes below,
         # and nothing is compiled.

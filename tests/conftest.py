@@ -34,9 +34,11 @@ jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE
 
 from jaxrl_par import cpu_threads, rng
 
-# The runner's one-time thread-pool tip would open the stderr of whichever test first
-# shows progress in a worker; tests/test_cpu_threads.py tests it on its own.
+# The runner's one-time tips (the thread pool, a device per core) would open the stderr
+# of whichever test first shows progress in a worker; tests/test_cpu_threads.py tests
+# them on their own.
 cpu_threads._hinted = True
+cpu_threads._per_core_hinted = True
 
 
 @pytest.fixture(autouse=True)

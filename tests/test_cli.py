@@ -456,20 +456,6 @@ def test_cli_devices_makes_its_cpu_devices_and_matches_one_device():
     np.testing.assert_allclose(sharded["final_return"], single["final_return"], rtol=1e-5)
 
 
-def test_per_core_tip_only_where_a_device_per_core_was_faster():
-    """The tip names --devices <cores> for PPO and IMPALA on a multi-core CPU from 64 envs
-    that divide over the cores, and stays silent elsewhere (one core, an accelerator,
-    few envs, replay algorithms, envs that do not divide)."""
-    from jaxrl_par.cli import per_core_tip
-
-    tip = per_core_tip("ppo", 256, "cpu", 2)
-    assert tip is not None and "--devices 2" in tip and "256 envs" in tip
-    assert per_core_tip("impala", 64, "cpu", 4) is not None
-    for args in [("ppo", 4, "cpu", 2), ("ppo", 256, "gpu", 2), ("ppo", 256, "cpu", 1),
-                 ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("ppo", 66, "cpu", 4)]:
-        assert per_core_tip(*args) is None, args
-
-
 def test_compile_cache_is_trimmed_to_its_bound_oldest_first(tmp_path, monkeypatch):
     """Over its bound, the cache loses its least recently used files down to 3/4 of the
     bound; at or under it, or with no bound, nothing is deleted."""

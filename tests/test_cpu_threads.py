@@ -118,3 +118,20 @@ def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
         assert json.loads(out.stdout.strip().splitlines()[-1]) == expected, preset
     with pytest.raises(ValueError, match="number of CPU devices"):
         cpu_threads.devices(0)
+
+
+def test_per_core_tip_only_where_a_device_per_core_was_faster(monkeypatch):
+    """The tip names --devices and devices(<cores>) for PPO and IMPALA on a multi-core CPU
+    from 64 envs that divide over the cores, once per process; it stays silent elsewhere
+    (one core, an accelerator, few envs, replay algorithms, envs that do not divide)."""
+    assert cpu_threads.per_core_helps("ppo", 256, "cpu", 2)
+    assert cpu_threads.per_core_helps("impala", 64, "cpu", 4)
+    for args in [("ppo", 4, "cpu", 2), ("ppo", 256, "gpu", 2), ("ppo", 256, "cpu", 1),
+                 ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("ppo", 66, "cpu", 4)]:
+        assert not cpu_threads.per_core_helps(*args), args
+    monkeypatch.setattr(cpu_threads, "_per_core_hinted", False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert cpu_threads.per_core_hint_once("dqn", 256) is None
+    tip = cpu_threads.per_core_hint_once("ppo", 256)
+    assert "--devices 2" in tip and "cpu_threads.devices(2)" in tip and "256 envs" in tip
+    assert cpu_threads.per_core_hint_once("ppo", 256) is None  # once per process
