@@ -450,9 +450,9 @@ def cmd_train(args) -> int:
     # importing the runner starts it (gymnax computes at import)
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
     if args.actor_learner:
-        cpu_threads.devices(2)  # on CPU: two devices of the cores, running at once
+        cpu_threads.devices(2, warn=False)  # on CPU: two devices of the cores, at once
     elif args.devices is not None and args.devices > 1 and not _multi_host(args):
-        cpu_threads.devices(args.devices)  # on CPU: e.g. one per core, a thread each
+        cpu_threads.devices(args.devices, warn=False)  # on CPU: e.g. one per core
 
     import jax
 
@@ -644,7 +644,7 @@ def cmd_compare(args) -> int:
     concurrent = host_defaults or any(e.runtime in ("threads", "actor-learner") for e in entries)
     cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
-        cpu_threads.devices(needed)  # before jax touches a device (importing gymnax does)
+        cpu_threads.devices(needed, warn=False)  # before jax touches a device (gymnax does)
     _import_modules(args.imports)
     if not args.no_compile_cache:
         _use_compile_cache()

@@ -28,6 +28,7 @@ when JAX creates its CPU client: on the first use of a device (importing gymnax 
 from __future__ import annotations
 
 import os
+import warnings
 
 #: The environment variables XLA's CPU client sizes its pool from, the first one set wins.
 VARIABLES = ("PORTABLE_NPROC", "NPROC")
@@ -52,17 +53,25 @@ def chosen() -> int | None:
     return None
 
 
-def limit(threads: int = 1, *, override: bool = False) -> bool:
+_TOO_LATE = ("jax has already started in this process (importing jaxrl_par.train, "
+             "jaxrl_par.envs or gymnax starts it), so this has no effect; call it first "
+             "thing, before those imports, or restart the kernel")
+
+
+def limit(threads: int = 1, *, override: bool = False, warn: bool = True) -> bool:
     """Asks XLA:CPU for a pool of ``threads`` threads in this process; returns whether the
     request takes effect.
 
-    It does not when JAX has already created its CPU client (nothing is changed then), or,
+    It does not when JAX has already created its CPU client (nothing is changed then;
+    with ``warn``, a warning says so unless the environment had chosen ``threads``), or,
     unless ``override``, when ``PORTABLE_NPROC`` or ``NPROC`` already chose a size (the
     user's choice is kept).
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads={threads!r}: give a number of threads >= 1")
     if backend_started():
+        if warn and chosen() != threads:
+            warnings.warn(f"cpu_threads.limit({threads}): {_TOO_LATE}", stacklevel=2)
         return False
     if chosen() is not None and not override:
         return chosen() == threads
@@ -85,7 +94,7 @@ def device_count_asked() -> int | None:
     return count
 
 
-def devices(count: int) -> bool:
+def devices(count: int, *, warn: bool = True) -> bool:
     """Asks XLA for ``count`` CPU devices in this process (``XLA_FLAGS``); returns whether
     the request takes effect.
 
@@ -96,13 +105,18 @@ def devices(count: int) -> bool:
     Breakout-MinAtar envs, and at 0.80x with 4 envs, whose kernels are too small to split
     (``benchmarks/ppo.py --as-users-run``, BENCHMARKS.md, 2026-12-06). GPUs and TPUs are not affected; the CPU devices then stay idle.
 
-    It does not take effect when JAX has already created its CPU client, or when
-    ``XLA_FLAGS`` already sets a count (the user's choice is kept; True if it is
-    ``count``).
+    It does not take effect when JAX has already created its CPU client (with ``warn``, a
+    warning says so unless the CPU already has ``count`` devices), or when ``XLA_FLAGS``
+    already sets a count (the user's choice is kept; True if it is ``count``).
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count={count!r}: give a number of CPU devices >= 1")
     if backend_started():
+        if warn:
+            import jax
+
+            if len(jax.devices("cpu")) != count:
+                warnings.warn(f"cpu_threads.devices({count}): {_TOO_LATE}", stacklevel=2)
         return False
     if device_count_asked() is not None:
         return device_count_asked() == count
@@ -178,7 +192,7 @@ def apply(setting: str, concurrent: bool) -> int | None:
         threads = 1
     if threads is None:
         return chosen()
-    limit(threads, override=True)
+    limit(threads, override=True, warn=False)  # a CLI run starts jax after this
     return chosen()
 
 

@@ -135,3 +135,22 @@ def test_per_core_tip_only_where_a_device_per_core_was_faster(monkeypatch):
     tip = cpu_threads.per_core_hint_once("ppo", 256)
     assert "--devices 2" in tip and "cpu_threads.devices(2)" in tip and "256 envs" in tip
     assert cpu_threads.per_core_hint_once("ppo", 256) is None  # once per process
+
+
+def test_a_request_after_jax_started_warns_and_says_why():
+    """In this process jax has started: limit() and devices() change nothing and warn,
+    naming the imports that start jax; not when the request is what is in effect, nor
+    with warn=False."""
+    import warnings
+
+    import jax
+
+    with pytest.warns(UserWarning, match="jax has already started"):
+        assert cpu_threads.limit(7) is False
+    with pytest.warns(UserWarning, match=r"devices\(7\).*importing jaxrl_par.train"):
+        assert cpu_threads.devices(7) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cpu_threads.devices(len(jax.devices("cpu"))) is False
+        assert cpu_threads.limit(7, warn=False) is False
+        assert cpu_threads.devices(7, warn=False) is False
