@@ -108,10 +108,10 @@ def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
 
 
 def data_parallel_scan(cfg: ppo.Config, updates: int):
-    """``(fn, state, algo)`` as :func:`build`, for our PPO data-parallel over every device
-    of this process (``--devices N`` in the CLI): ``cfg.num_envs`` split over them,
-    gradients and statistics averaged, the same numbers as one device's run (tested in
-    tests/test_parallel.py). On a CPU the devices are ``XLA_FLAGS``' forced host devices,
+    """``(fn, state, algo)`` as :func:`build`, for our PPO data-parallel over this
+    process's devices (``--devices N`` in the CLI; as many as divide ``cfg.num_envs``):
+    the envs split over them, gradients and statistics averaged, one device's updates up
+    to float rounding (tested in tests/test_parallel_devices.py). On a CPU the devices are ``XLA_FLAGS``' forced host devices,
     one per core, each running its part of the program on a thread of its own."""
     from jax.sharding import PartitionSpec as P
 
@@ -120,7 +120,9 @@ def data_parallel_scan(cfg: ppo.Config, updates: int):
     from jaxrl_par.parallel import data_parallel
 
     algo = ppo.make(dataclasses.replace(cfg, axis_name=axes.DATA))
-    mesh = parallel.make_mesh(len(jax.devices()))
+    # every device if the envs divide over them (one per core on CPU), else the most that do
+    used = max(d for d in range(1, len(jax.devices()) + 1) if cfg.num_envs % d == 0)
+    mesh = parallel.make_mesh(used)
     state = data_parallel.Sharded(algo, mesh).init(jax.random.split(jax.random.key(0), 1))
     scan_one = scan_updates(algo, updates)
 
