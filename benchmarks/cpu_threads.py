@@ -19,6 +19,7 @@ for the algorithms that run data parallel, at their defaults and at bigger batch
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -47,7 +48,20 @@ PER_CORE_RUNS = [
     ("dqn", "CartPole-v1", 100_000, []),
     ("sac", "Pendulum-v1", 20_000, []),
 ]
-PER_CORE_SETTINGS = {"per core": ["--devices", str(CORES)], "one device": []}
+def per_core_devices(algo: str, extra: list[str]) -> list[str]:
+    """``--devices N`` for a run of ``algo`` with CLI arguments ``extra``: one device per
+    core, or the most devices up to the cores that its envs divide over."""
+    from jaxrl_par import algos
+
+    num_envs = algos.get(algo).Config().num_envs
+    for flag, value in itertools.pairwise(extra):
+        if flag == "--set" and value.startswith("num_envs="):
+            num_envs = int(value.split("=", 1)[1])
+    return ["--devices", str(max(d for d in range(1, CORES + 1) if num_envs % d == 0))]
+
+
+#: ``--per-core``'s settings: CLI arguments, or a function of (algorithm, arguments) to them.
+PER_CORE_SETTINGS = {"per core": per_core_devices, "one device": []}
 
 
 def one_run(algo: str, env: str, steps: int, setting: list[str]) -> dict:
@@ -71,7 +85,9 @@ def compare_settings(runs_spec, settings: dict[str, list[str]], repeats: int) ->
         runs: dict[str, list[dict]] = {s: [] for s in names}
         for r in range(repeats):
             for name in (names if r % 2 == 0 else names[::-1]):
-                runs[name].append(one_run(algo, env, steps, [*extra, *settings[name]]))
+                setting = settings[name]
+                args = setting(algo, extra) if callable(setting) else setting
+                runs[name].append(one_run(algo, env, steps, [*extra, *args]))
         sps = {s: [x["steps_per_second"] for x in v] for s, v in runs.items()}
         med = {s: statistics.median(v) for s, v in sps.items()}
         row = {"algo": algo, "env": env, "arguments": extra, "env_steps": steps,
@@ -117,7 +133,7 @@ def main() -> None:
         spec = [r for r in spec if r[0] in args.algos.split(",")]
     out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
     rows = compare_settings(spec, settings, args.repeats)
-    write_json(out, {"machine": machine(), "repeats": args.repeats, "settings": settings,
+    write_json(out, {"machine": machine(), "repeats": args.repeats, "settings": {k: v if isinstance(v, list) else v.__name__ for k, v in settings.items()},
                      "rows": rows})
     print(f"wrote {out}\n")
     table(rows, list(settings))
