@@ -103,7 +103,8 @@ def devices(count: int, *, warn: bool = True) -> bool:
     a pool of one, :func:`limit`): on this project's 2-core host PPO ran 1.67-1.89x
     faster on two devices than on one with 64 to 4,096 CartPole envs and 256
     Breakout-MinAtar envs, and at 0.80x with 4 envs, whose kernels are too small to split
-    (``benchmarks/ppo.py --as-users-run``, BENCHMARKS.md, 2026-12-06). GPUs and TPUs are not affected; the CPU devices then stay idle.
+    (``benchmarks/ppo.py --as-users-run``, BENCHMARKS.md, 2026-12-06). GPUs and TPUs are
+    not affected; the CPU devices then stay idle.
 
     It does not take effect when JAX has already created its CPU client (with ``warn``, a
     warning says so unless the CPU already has ``count`` devices), or when ``XLA_FLAGS``
