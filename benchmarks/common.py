@@ -67,13 +67,16 @@ def pool_env(threads: int | None, cpu_devices: int | None = None) -> dict[str, s
     if threads:
         env["NPROC"] = str(threads)
     if cpu_devices:
-        flags = [f for f in env.get("XLA_FLAGS", "").split()
-                 if not f.startswith(DEVICE_COUNT_FLAG)]
-        env["XLA_FLAGS"] = " ".join([*flags, f"{DEVICE_COUNT_FLAG}={cpu_devices}"])
+        flag = cpu_threads.DEVICE_COUNT_FLAG
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(flag)]
+        env["XLA_FLAGS"] = " ".join([*flags, f"{flag}={cpu_devices}"])
     return env
 
 
-DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+def most_devices(num_envs: int, available: int) -> int:
+    """The most devices, up to ``available``, that ``num_envs`` envs divide over (a
+    data-parallel run's device count: one per core on CPU when the envs allow)."""
+    return max(d for d in range(1, available + 1) if num_envs % d == 0)
 
 #: The XLA:CPU set-up each library's users get: ours one thread (``jaxrl_par.cpu_threads``,
 #: the CLI's ``--cpu-threads auto``), a peer XLA's default; as :func:`pool_env` arguments.

@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, pool_env, write_json
+from common import machine, most_devices, pool_env, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,6 +48,8 @@ PER_CORE_RUNS = [
     ("dqn", "CartPole-v1", 100_000, []),
     ("sac", "Pendulum-v1", 20_000, []),
 ]
+
+
 def per_core_devices(algo: str, extra: list[str]) -> list[str]:
     """``--devices N`` for a run of ``algo`` with CLI arguments ``extra``: one device per
     core, or the most devices up to the cores that its envs divide over."""
@@ -57,7 +59,7 @@ def per_core_devices(algo: str, extra: list[str]) -> list[str]:
     for flag, value in itertools.pairwise(extra):
         if flag == "--set" and value.startswith("num_envs="):
             num_envs = int(value.split("=", 1)[1])
-    return ["--devices", str(max(d for d in range(1, CORES + 1) if num_envs % d == 0))]
+    return ["--devices", str(most_devices(num_envs, CORES))]
 
 
 #: ``--per-core``'s settings: CLI arguments, or a function of (algorithm, arguments) to them.
@@ -133,7 +135,8 @@ def main() -> None:
         spec = [r for r in spec if r[0] in args.algos.split(",")]
     out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
     rows = compare_settings(spec, settings, args.repeats)
-    write_json(out, {"machine": machine(), "repeats": args.repeats, "settings": {k: v if isinstance(v, list) else v.__name__ for k, v in settings.items()},
+    shown = {k: v if isinstance(v, list) else v.__name__ for k, v in settings.items()}
+    write_json(out, {"machine": machine(), "repeats": args.repeats, "settings": shown,
                      "rows": rows})
     print(f"wrote {out}\n")
     table(rows, list(settings))

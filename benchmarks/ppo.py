@@ -50,6 +50,7 @@ from common import (
     compile_timed,
     interleaved,
     machine,
+    most_devices,
     pool_env,
     write_json,
 )
@@ -110,31 +111,20 @@ def build(who: str, env_id: str, num_envs: int, updates: int, overrides=()):
 def data_parallel_scan(cfg: ppo.Config, updates: int):
     """``(fn, state, algo)`` as :func:`build`, for our PPO data-parallel over this
     process's devices (``--devices N`` in the CLI; as many as divide ``cfg.num_envs``):
-    the envs split over them, gradients and statistics averaged, one device's updates up
-    to float rounding (tested in tests/test_parallel_devices.py). On a CPU the devices are ``XLA_FLAGS``' forced host devices,
-    one per core, each running its part of the program on a thread of its own."""
-    from jax.sharding import PartitionSpec as P
-
+    the runner's sharded chunk (``parallel.data_parallel.make_chunk_fn``), one device's
+    updates up to float rounding (tests/test_parallel_devices.py). On a CPU the devices
+    are ``XLA_FLAGS``' forced host devices, one per core, each running its part of the
+    program on a thread of its own. ``fn`` calls the chunk inside the caller's jit,
+    where its donation of the state does not apply, so ``fn`` can be timed repeatedly on
+    one state."""
     from jaxrl_par import axes, parallel
-    from jaxrl_par.algos.base import scan_updates
     from jaxrl_par.parallel import data_parallel
 
     algo = ppo.make(dataclasses.replace(cfg, axis_name=axes.DATA))
-    # every device if the envs divide over them (one per core on CPU), else the most that do
-    used = max(d for d in range(1, len(jax.devices()) + 1) if cfg.num_envs % d == 0)
-    mesh = parallel.make_mesh(used)
+    mesh = parallel.make_mesh(most_devices(cfg.num_envs, len(jax.devices())))
     state = data_parallel.Sharded(algo, mesh).init(jax.random.split(jax.random.key(0), 1))
-    scan_one = scan_updates(algo, updates)
-
-    def body(s):  # one seed, this device's shard: [1, 1, ...]
-        s, metrics = jax.vmap(scan_one, in_axes=(0, None))(
-            jax.tree.map(lambda x: x[:, 0], s), 0)
-        return jax.tree.map(lambda x: x[:, None], s), metrics
-
-    spec = data_parallel.STATE_SPEC
-    fn = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=(spec, P()),
-                       check_vma=False)
-    return fn, state, algo
+    chunk = data_parallel.make_chunk_fn(algo, mesh, updates, state)
+    return (lambda s: chunk(s, 0)), state, algo
 
 
 def rollout_scan(algo, updates: int):
@@ -389,7 +379,8 @@ def main() -> None:
     p.add_argument("--as-users-run", action="store_true",
                    help="throughput only, each library in fresh processes with the XLA:CPU "
                         "set-up its users get (ours one thread, on one device and on one "
-                        "device per core; rejax XLA's default pool), not pinned: --compile-rounds rounds of --repeats calls")
+                        "device per core; rejax XLA's default pool), not pinned: "
+                        "--compile-rounds rounds of --repeats calls")
     p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
