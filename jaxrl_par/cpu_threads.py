@@ -119,8 +119,9 @@ def devices(count: int, *, warn: bool = True) -> bool:
             if len(jax.devices("cpu")) != count:
                 warnings.warn(f"cpu_threads.devices({count}): {_TOO_LATE}", stacklevel=2)
         return False
-    if device_count_asked() is not None:
-        return device_count_asked() == count
+    asked = device_count_asked()
+    if asked is not None:
+        return asked == count
     flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = f"{flags} {DEVICE_COUNT_FLAG}={count}".strip()
     return True

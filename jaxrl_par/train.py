@@ -35,6 +35,7 @@ from jaxrl_par import axes, checkpoint, cpu_threads, envs, interrupt, lockfile, 
 from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.precision import float32
 
 CHECKPOINT = "checkpoint.npz"
@@ -508,14 +509,15 @@ def train(
                                  keys, say=progress and is_main)
 
     show = progress and is_main
-    tip = cpu_threads.hint_once() if show and pipeline is None else None
-    if tip:  # one program at a time on CPU, on a pool nobody chose
-        print(tip, file=sys.stderr)
-    if show and pipeline is None and sharded is None and chunk_fn_factory is None:
-        tip = cpu_threads.per_core_hint_once(type(algo.config).__module__.rsplit(".", 1)[-1],
-                                             getattr(algo.config, "num_envs", 0))
-        if tip:  # one device on a multi-core CPU, for a run that gained from a device per core
+    if show and pipeline is None:  # one program at a time
+        tip = cpu_threads.hint_once()
+        if tip:  # on CPU, on a pool nobody chose
             print(tip, file=sys.stderr)
+        if sharded is None and chunk_fn_factory is None:
+            tip = cpu_threads.per_core_hint_once(algorithm_name(algo.config),
+                                                 getattr(algo.config, "num_envs", 0))
+            if tip:  # one device on a multi-core CPU, for a run that gained from one per core
+                print(tip, file=sys.stderr)
     if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
         # Nothing left to train: the checkpoint is read into the state's shapes below,
         # and nothing is compiled.

@@ -10,6 +10,11 @@ from typing import Any
 from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic
 
 
+def algorithm_name(cfg) -> str:
+    """The name of the algorithm ``cfg`` configures: its module's, e.g. ``"ppo"``."""
+    return type(cfg).__module__.rsplit(".", 1)[-1]
+
+
 def validate(cfg, positive=(), non_negative=(), unit_interval=()) -> None:
     """Raises ``ValueError`` naming the field for a value outside its range or NaN."""
     for name in positive:
@@ -104,7 +109,7 @@ class ReplaySchedule:
     def check_train_frequency(self) -> None:
         """``ValueError`` unless every update takes a whole number of gradient steps."""
         if self.env_steps_per_update % self.train_frequency:
-            name = type(self).__module__.rsplit(".", 1)[-1]
+            name = algorithm_name(self)
             raise ValueError(
                 f"{name}.Config.train_frequency={self.train_frequency} does not divide the "
                 f"num_envs*num_steps={self.env_steps_per_update} env steps of one update; "

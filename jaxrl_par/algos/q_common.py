@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import envs
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.exploration import epsilon_greedy_from_draws, exploration_draws
 from jaxrl_par.networks import ACTIVATIONS
 from jaxrl_par.qlearning import LOSSES, NStepCarry, QFn, Transition, nstep_with_carry
@@ -22,7 +23,7 @@ def check_q_config(cfg, lanes: str) -> None:
     a known env id, an int ``n_step``, a known ``loss`` and ``activation``, at least one
     update in ``total_timesteps`` and ``batch_size <= buffer_size``. ``lanes`` names the
     fields whose product is ``cfg.env_steps_per_update`` (for the message)."""
-    name = type(cfg).__module__.rsplit(".", 1)[-1] + ".Config"
+    name = algorithm_name(cfg) + ".Config"
     envs.check_env_id(cfg.env)
     if not isinstance(cfg.n_step, int):
         raise ValueError(f"{name}.n_step must be an int, got {cfg.n_step!r}")  # noqa: TRY004

@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxrl_par import lru
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel import packing
 
 PARTS = ("split", "actor", "learner", "join")
@@ -58,7 +59,7 @@ def check_algorithm(algo: Algorithm) -> None:
     missing = [p for p in PARTS if p not in algo.parts
                and not (p == "actor" and "host_actor" in algo.parts)]
     if missing:
-        module = type(algo.config).__module__.rsplit(".", 1)[-1]
+        module = algorithm_name(algo.config)
         hint = (f" Make it with {module}.Config(pipeline=True)."
                 if hasattr(algo.config, "pipeline") else
                 " Only algorithms with a pipelined update (Ape-X: apex.Config(pipeline=True)) "

@@ -44,6 +44,7 @@ import numpy as np
 
 from jaxrl_par import cpu_threads
 from jaxrl_par.algos.base import ASYNC_PARTS, Algorithm, combine_worker_metrics
+from jaxrl_par.algos.config import algorithm_name
 
 SCHEDULES = ("threads", "round_robin")
 
@@ -54,7 +55,7 @@ def check_algorithm(algo: Algorithm) -> None:
     missing = [p for p in ASYNC_PARTS if p not in algo.parts
                and not (p == "worker" and "host_worker" in algo.parts)]
     if missing or not hasattr(algo.config, "num_workers"):
-        module = type(algo.config).__module__.rsplit(".", 1)[-1]
+        module = algorithm_name(algo.config)
         raise ValueError(f"async_workers: {module} has no asynchronous workers (its parts "
                          f"lack {missing or ASYNC_PARTS}); use a3c, a2c or gorila")
 
