@@ -17,6 +17,11 @@ scan inputs, every draw kept live), reported per iteration (call time / L). Per-
 times include a fixed dispatch cost (~20-30 us here) that both libraries pay and that
 does not exist inside a scan.
 
+--copy-floor (with --in-scan) adds two rows' worth of context to each uniform add: the
+same bytes copied into a ring as large by numpy (glibc's memcpy) and by XLA's
+`dynamic_update_slice`, with no replay logic. flashbax's time over a floor is the largest
+speedup over flashbax that an add costing one such copy could show on this host.
+
 Writes benchmarks/results/replay.json, or replay_in_scan.json with --in-scan (or --out).
 """
 
@@ -274,6 +279,62 @@ class ScanOp:
         return self.compiled.as_text()
 
 
+class CopyFloor:
+    """What writing an add's bytes costs without any replay logic: `L` adds of `n` rows of
+    `row_bytes` each into a ring of `capacity` such rows, the ring position carried on
+    from call to call, so that every add writes memory the last `capacity` rows have
+    left cold (as the buffers' adds do).
+
+    `how="memcpy"`: numpy slice assignment of a contiguous uint8 row block, i.e. glibc's
+    memcpy. `how="xla"`: a jitted `lax.scan` of `dynamic_update_slice` of a prebuilt
+    uint32 row block into a donated `[capacity, row_bytes / 4]` ring (XLA's own copy; no
+    wrap, so `capacity` must be a multiple of `n`). Neither checks, packs or wraps: they
+    bound from below what any add of these bytes can cost here.
+    """
+
+    def __init__(self, how, n, row_bytes, capacity, length, pool_size=4):
+        if capacity % n:
+            raise ValueError(f"CopyFloor needs capacity ({capacity}) divisible by n ({n})")
+        self.how, self.n, self.capacity, self.length = how, n, capacity, length
+        self.position, self.compile_s = 0, 0.0
+        rng = np.random.default_rng(3)
+        if how == "memcpy":
+            self.ring = np.ones((capacity, row_bytes), np.uint8)  # every page touched
+            self.pool = rng.integers(0, 100, (pool_size, n, row_bytes), dtype=np.uint8)
+            return
+        words = -(-row_bytes // 4)
+        self.pool = jnp.asarray(rng.integers(0, 2**31, (pool_size, n, words)), jnp.uint32)
+        ring = jnp.ones((capacity, words), jnp.uint32)
+
+        def run(ring, start, pool):
+            def body(carry, i):
+                ring, pos = carry
+                block = jax.lax.dynamic_index_in_dim(pool, i % pool_size, keepdims=False)
+                ring = jax.lax.dynamic_update_slice(ring, block, (pos, jnp.int32(0)))
+                return (ring, (pos + n) % capacity), None
+
+            return jax.lax.scan(body, (ring, start), jnp.arange(length))[0]
+
+        self.carry = (ring, jnp.int32(0))
+        self.compiled, self.compile_s = compile_(run, *self.carry, self.pool, donate=(0,))
+
+    def time(self, calls: int) -> float:
+        """Median over `calls` of (one call's wall time) / L, as `ScanOp.time`."""
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            if self.how == "memcpy":
+                for i in range(self.length):
+                    p = self.position
+                    self.ring[p:p + self.n] = self.pool[i % len(self.pool)]
+                    self.position = (p + self.n) % self.capacity
+            else:
+                self.carry = self.compiled(*self.carry, self.pool)
+                jax.block_until_ready(self.carry)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) / self.length
+
+
 def _zeros_like_output(fn, *args):
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
 
@@ -327,10 +388,15 @@ def bench_scan_case(kind, capacity, args, fbx):
             ("ours", ScanOp(ours_p_add, ours_p.init(example), (slots, pri), (pool,))),
             ("flashbax", ScanOp(fb_p_add, fb_p.init(example), (slots, pri), (pool,))),
         ]))
-        ops.append((f"uniform add {n}", [
+        uniform_add = [
             ("ours", ScanOp(ours_u_add, ours_u.init(example), slots, (pool,))),
             ("flashbax", ScanOp(fb_u_add, fb_u.init(example), slots, (pool,))),
-        ]))
+        ]
+        if args.copy_floor:
+            row_bytes = tree_bytes(example)
+            uniform_add += [(f"{how} floor", CopyFloor(how, n, row_bytes, capacity, length))
+                            for how in ("xla", "memcpy")]
+        ops.append((f"uniform add {n}", uniform_add))
 
     # Timed (interleaved) and freed before the full buffers exist: halves peak memory.
     rows = time_scan_ops(ops, kind, capacity, args)
@@ -442,7 +508,7 @@ def time_scan_ops(ops, kind, capacity, args):
         d = pathlib.Path(args.dump_hlo)
         d.mkdir(parents=True, exist_ok=True)
         for name, pair in ops:
-            for who, op in pair:
+            for who, op in pair[:2]:  # the copy floors have no replay program
                 tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{who}"
                 (d / f"{tag}.hlo.txt").write_text(op.hlo())
     samples = interleaved_times(ops, args.repeats, args.calls)
@@ -450,6 +516,8 @@ def time_scan_ops(ops, kind, capacity, args):
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
         fb_s = statistics.median(samples[(name, "flashbax")])
+        floors = {who.split()[0]: statistics.median(samples[(name, who)])
+                  for who, _ in pair[2:]}
         rows.append({
             "mode": "in-scan", "scan_length": args.scan_length,
             "transition": kind, "capacity": capacity, "op": name,
@@ -458,9 +526,17 @@ def time_scan_ops(ops, kind, capacity, args):
             "flashbax_us_repeats": [t * 1e6 for t in samples[(name, "flashbax")]],
             "ours_compile_s": pair[0][1].compile_s, "flashbax_compile_s": pair[1][1].compile_s,
         })
+        for how, floor_s in floors.items():
+            # flashbax / floor: the largest speedup over flashbax an add could show that
+            # cost no more than this plain copy of its bytes.
+            rows[-1].update({f"{how}_floor_us": floor_s * 1e6,
+                             f"{how}_floor_us_repeats": [
+                                 t * 1e6 for t in samples[(name, f"{how} floor")]],
+                             f"flashbax_over_{how}_floor": fb_s / floor_s})
         print(f"{kind:8s} 2^{int(np.log2(capacity))} L={args.scan_length} {name:30s} ours "
-              f"{ours_s*1e6:9.1f} us  flashbax {fb_s*1e6:9.1f} us  x{fb_s/ours_s:6.2f}",
-              flush=True)
+              f"{ours_s*1e6:9.1f} us  flashbax {fb_s*1e6:9.1f} us  x{fb_s/ours_s:6.2f}"
+              + "".join(f"  {how} floor {t*1e6:7.1f} us (flashbax/floor x{fb_s/t:.2f})"
+                        for how, t in floors.items()), flush=True)
     return rows
 
 
@@ -479,6 +555,10 @@ def main():
     parser.add_argument("--scan-length", type=int, default=64, help="L for --in-scan")
     parser.add_argument("--add-only", action="store_true",
                         help="with --in-scan: the add rows alone (no full buffers built)")
+    parser.add_argument("--copy-floor", action="store_true",
+                        help="with --in-scan: also time a plain copy of each uniform add's "
+                             "bytes into a ring as large (numpy's memcpy, and XLA's "
+                             "dynamic_update_slice): how fast any add could be here")
     parser.add_argument("--dump-hlo", default=None,
                         help="with --in-scan: write each compiled program's HLO here")
     parser.add_argument("--progress", action="store_true",
