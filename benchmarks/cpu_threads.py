@@ -45,6 +45,11 @@ PER_CORE_RUNS = [
     ("ppo", "Breakout-MinAtar", 500_000, ["--set", "num_envs=256"]),
     ("impala", "CartPole-v1", 300_000, []),
     ("impala", "Breakout-MinAtar", 300_000, ["--set", "num_envs=64"]),
+    ("a2c", "CartPole-v1", 500_000, []),
+    ("a2c", "CartPole-v1", 1_000_000, ["--set", "num_envs=64"]),
+    ("a2c", "CartPole-v1", 2_000_000, ["--set", "num_envs=256"]),
+    ("a2c", "Breakout-MinAtar", 500_000, ["--set", "num_envs=64"]),
+    ("a3c", "CartPole-v1", 500_000, []),
     ("dqn", "CartPole-v1", 100_000, []),
     ("sac", "Pendulum-v1", 20_000, []),
 ]

@@ -131,9 +131,11 @@ def devices(count: int, *, warn: bool = True) -> bool:
 #: device once they had :data:`PER_CORE_MIN_ENVS` envs (``benchmarks/cpu_threads.py
 #: --per-core`` on 2 cores: PPO 1.77x with 256 CartPole envs and 1.92x with 256
 #: Breakout-MinAtar envs, IMPALA 2.05x with 64 Breakout-MinAtar envs; ``benchmarks/ppo.py
-#: --as-users-run``: PPO 1.67x with 64 CartPole envs). With their CartPole defaults of 4
-#: and 16 envs, and for DQN and SAC, one device was as fast or faster.
-PER_CORE_ALGOS = ("ppo", "impala")
+#: --as-users-run``: PPO 1.67x with 64 CartPole envs; A2C 1.36x, 1.61x and 1.80x with 64
+#: and 256 CartPole and 64 Breakout-MinAtar envs). With their CartPole defaults of 4, 8
+#: and 16 envs, for A3C's 4 workers of 4 envs, and for DQN and SAC, one device was as
+#: fast or faster.
+PER_CORE_ALGOS = ("ppo", "a2c", "impala")
 PER_CORE_MIN_ENVS = 64
 
 
@@ -161,8 +163,8 @@ def per_core_hint_once(algo: str, num_envs: int) -> str | None:
         return None
     _per_core_hinted = True
     return (f"jaxrl_par: tip: this CPU has {cores} cores; a CPU device per core would split "
-            f"the {num_envs} envs over them (the same updates up to float rounding; PPO and "
-            f"IMPALA ran 1.7-2x faster so from 64 envs on 2 cores): the CLI's --devices "
+            f"the {num_envs} envs over them (the same updates up to float rounding; PPO, A2C "
+            f"and IMPALA ran 1.4-2x faster so from 64 envs on 2 cores): the CLI's --devices "
             f"{cores}, or jaxrl_par.cpu_threads.devices({cores}) before jax starts and "
             f"train(..., devices={cores}) with Config(axis_name=jaxrl_par.axes.DATA)")
 

@@ -443,6 +443,19 @@ def train(
         raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
                          "round-trips (progress, logs, checkpoints), an int >= 1")
     _check_eval(algo, eval_envs, eval_every)
+    axis_name = getattr(algo.config, "axis_name", None)
+    if axis_name is not None and devices is None and pop is None and chunk_fn_factory is None:
+        for runtime, given in (("async_workers", async_workers),
+                               ("actor_learner", actor_learner)):
+            if given is not None and given is not False:
+                raise ValueError(
+                    f"train: {runtime} places the algorithm's parts on devices itself and "
+                    f"does not run data parallel; make it with axis_name=None (it has "
+                    f"axis_name={axis_name!r})")
+        raise ValueError(
+            f"train: the algorithm was made with axis_name={axis_name!r}, which averages "
+            "over the devices of a mesh, but no devices were given: pass devices=N "
+            "(jaxrl-par train --devices N), or make it with axis_name=None for one device")
     keys, seed_list = seed_keys(seeds)
     lanes = hyper.lane_values(algo.config, algo.hyperparams, hparams, len(seed_list))
     num_updates = algo.num_updates

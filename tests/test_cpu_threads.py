@@ -121,13 +121,15 @@ def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
 
 
 def test_per_core_tip_only_where_a_device_per_core_was_faster(monkeypatch):
-    """The tip names --devices and devices(<cores>) for PPO and IMPALA on a multi-core CPU
-    from 64 envs that divide over the cores, once per process; it stays silent elsewhere
+    """The tip names --devices and devices(<cores>) for PPO, A2C and IMPALA on a multi-core
+    CPU from 64 envs that divide over the cores, once per process; it stays silent elsewhere
     (one core, an accelerator, few envs, replay algorithms, envs that do not divide)."""
     assert cpu_threads.per_core_helps("ppo", 256, "cpu", 2)
     assert cpu_threads.per_core_helps("impala", 64, "cpu", 4)
+    assert cpu_threads.per_core_helps("a2c", 64, "cpu", 2)
     for args in [("ppo", 4, "cpu", 2), ("ppo", 256, "gpu", 2), ("ppo", 256, "cpu", 1),
-                 ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("ppo", 66, "cpu", 4)]:
+                 ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("a3c", 256, "cpu", 2),
+                 ("ppo", 66, "cpu", 4)]:
         assert not cpu_threads.per_core_helps(*args), args
     monkeypatch.setattr(cpu_threads, "_per_core_hinted", False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)

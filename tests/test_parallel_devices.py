@@ -388,6 +388,49 @@ def test_impala_actor_learner_on_two_devices_equals_one_device():
     assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))
 
 
+# --- A2C and A3C: data parallel ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("module,devices", [("a2c", 8), ("a3c", 2)])
+def test_a2c_and_a3c_data_parallel_equal_one_device(module, devices):
+    """Each device steps num_envs / D of every worker's envs (A2C at 8 devices: one env
+    each) and every push is the devices' mean gradient: the server's Adam moments and
+    parameters, the reward statistics, the envs and the metrics of one device. Reward
+    normalisation is on (statistics over all shards), clipping off (an N-times gradient
+    would show)."""
+    from jaxrl_par.algos import a2c, a3c
+
+    mod = {"a2c": a2c, "a3c": a3c}[module]
+    cfg = mod.Config(**({} if module == "a2c" else {"num_workers": 2}), num_envs=8,
+                     num_steps=4, total_timesteps=8 * 4 * 4 * (1 if module == "a2c" else 2),
+                     hidden_sizes=(8,), normalize_rewards=True, max_grad_norm=1e6)
+    ref = train(mod.make(cfg), [0], progress=False, num_chunks=1)
+    out = train(mod.make(dataclasses.replace(cfg, axis_name=axes.DATA)), [0],
+                progress=False, num_chunks=1, devices=devices)
+    state = parallel.unreplicate(out.state)
+    for a, b in zip(_adam_moments(state.server.opt_state),
+                    _adam_moments(ref.state.server.opt_state)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.server.params),
+                    jax.tree.leaves(ref.state.server.params)):
+        assert _rel_err(a, b) <= 1e-5
+    for a, b in zip(jax.tree.leaves(state.workers.reward_stats),
+                    jax.tree.leaves(ref.state.workers.reward_stats)):
+        assert _rel_err(a, b) <= 1e-5
+    # Worker leaves are [S, D, K, N/D, ...] sharded; in data order they are one device's.
+    returns = np.moveaxis(np.asarray(out.state.workers.discounted_return), 1, 2)
+    np.testing.assert_allclose(returns.reshape(returns.shape[:2] + (-1,)),
+                               ref.state.workers.discounted_return, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(out.state.workers.env_state),
+                    jax.tree.leaves(ref.state.workers.env_state)):
+        a = np.moveaxis(np.asarray(a), 1, 2)
+        np.testing.assert_array_equal(a.reshape(a.shape[:2] + (-1,) + a.shape[4:]), b)
+    for k in ("loss", "value_loss", "entropy", "staleness"):
+        np.testing.assert_allclose(out.metrics[k], ref.metrics[k], rtol=1e-5, atol=1e-6,
+                                   err_msg=k)
+    np.testing.assert_array_equal(out.metrics["num_episodes"], ref.metrics["num_episodes"])
+
+
 @pytest.mark.parametrize("module", ["a3c", "gorila"])
 def test_async_workers_on_their_own_devices_equal_the_scan(module):
     """A3C's and Gorila's 3 workers on devices 0-2 of 4 (worker k on device k mod 4), the

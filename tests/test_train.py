@@ -568,6 +568,21 @@ def test_bad_run_arguments_are_clear_errors(kwargs, message):
         train(algo, **{"seeds": 0, "progress": False, **kwargs})
 
 
+def test_a_data_parallel_algorithm_without_devices_is_a_clear_error(monkeypatch):
+    """An algorithm made with axis_name reduces over a mesh axis; without devices the
+    trace used to fail with jax's 'unbound axis name: data'. Now it names both fixes,
+    before anything is traced."""
+    from jaxrl_par import axes
+    from jaxrl_par.algos import a2c
+
+    monkeypatch.setattr(jax, "jit", None)  # nothing may be compiled before the error
+    algo = a2c.make(a2c.Config(axis_name=axes.DATA))
+    with pytest.raises(ValueError, match=r"axis_name='data'.*devices=N.*axis_name=None"):
+        train(algo, 0, progress=False)
+    with pytest.raises(ValueError, match=r"async_workers .* axis_name=None"):
+        train(algo, 0, progress=False, async_workers=True)
+
+
 def test_make_chunk_fn_masks_past_the_end():
     algo = toy_algo.make(TOY)  # 23 updates
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))

@@ -31,6 +31,11 @@ not JAX (only with ``async_workers``; the round-robin program cannot step them).
 
 ``num_workers=1`` is A2C (:mod:`jaxrl_par.algos.a2c`): one synchronous gradient per
 rollout of all envs, staleness 0.
+
+Data parallel (``axis_name`` set, ``train(..., devices=D)``): each device steps
+``num_envs / D`` of every worker's envs, and every push is the mean of the devices'
+gradients (the gradient of the worker's whole batch), so the server, replicated on each
+device, applies what it would on one. With A2C this is synchronous data-parallel A2C.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_par import envs
+from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
 from jaxrl_par.algos.base import (
@@ -93,6 +98,9 @@ class Config(RolloutSchedule):
     torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
     returns_method: str = "auto"  # the backward recursion (see returns.gae_advantages)
     sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
+    # Set by jaxrl_par.parallel for data parallelism: each worker's envs are split over
+    # the devices of this axis and its pushes averaged over them.
+    axis_name: str | None = None
 
     @property
     def batch_size(self) -> int:
@@ -110,6 +118,10 @@ class Config(RolloutSchedule):
             raise ValueError(f"returns_method={self.returns_method!r}; choose from "
                              f"{GAE_METHODS}")
         self.check_actor_critic()
+        if self.axis_name is not None and host.is_host(self.env):
+            raise ValueError(f"{self.env} steps on the host, from each threaded worker "
+                             "(train(..., async_workers=True)); data parallelism over "
+                             "devices (axis_name) needs JAX envs: use a gymnax or Brax id")
 
 
 @struct.dataclass
@@ -149,7 +161,11 @@ def make(config: Config) -> Algorithm:
     network = cfg.actor_critic(spec)
     greedy = make_policy(network, deterministic=True)
     normalize_rewards = cfg.normalizes_rewards(spec)
-    env = None if on_host else envs.make(cfg.env, cfg.num_envs)
+
+    def local_env() -> envs.VecEnv:
+        """This device's share of a worker's envs (all of them without a data axis);
+        made where the axis is bound, inside init/update."""
+        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
 
     def optimizer(hp) -> optax.GradientTransformation:
         lr = hp.learning_rate
@@ -161,9 +177,10 @@ def make(config: Config) -> Algorithm:
 
     def init_worker(key: jax.Array) -> Worker:
         k_env, k_act = jax.random.split(key)
-        reward_stats, discounted_return = init_reward_scaling(normalize_rewards,
-                                                              cfg.num_envs)
-        env_state = None if on_host else env.reset(jax.random.split(k_env, cfg.num_envs))
+        reward_stats, discounted_return = init_reward_scaling(
+            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
+        env_state = None if on_host else local_env().reset(
+            axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name))
         return Worker(env_state, k_act, reward_stats, discounted_return)
 
     def init(key: jax.Array) -> AsyncState:
@@ -183,7 +200,7 @@ def make(config: Config) -> Algorithm:
         if normalize_rewards:
             reward, reward_stats, discounted_return = scale_rewards(
                 reward_stats, discounted_return, traj.reward,
-                traj.terminated | traj.truncated, hp.gamma)
+                traj.terminated | traj.truncated, hp.gamma, cfg.axis_name)
             traj = traj.replace(reward=reward)
         flat, unravel = ravel_pytree(copy.params)
         # On-policy: every importance weight is 1 (off_policy_correction=False), so the
@@ -193,6 +210,9 @@ def make(config: Config) -> Algorithm:
                                   method=cfg.returns_method, off_policy_correction=False),
             has_aux=True)(flat)
         del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
+        # Data parallel: the worker's batch is the union of the devices' shares, its
+        # loss the mean over them (check_vma=False: pmap's local gradients, averaged).
+        gradient, info = axes.pmean((gradient, info), cfg.axis_name)
         return (w.replace(reward_stats=reward_stats, discounted_return=discounted_return),
                 Push(gradient, copy.version), info)
 
@@ -200,12 +220,12 @@ def make(config: Config) -> Algorithm:
         """One worker's rollout and its gradient at the parameters it acted with."""
         key, k_roll = jax.random.split(w.key)
         env_state, (obs, action, log_prob, ts) = policy_rollout(
-            env, lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
-            w.env_state, k_roll, cfg.num_envs, cfg.num_steps)
+            local_env(), lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
+            w.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
         traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
                           ts.final_obs, copy.version)
         w, push, info = learn(w.replace(env_state=env_state, key=key), copy, traj, hparams)
-        return w, push, {**info, **envs.episode_metrics(ts)}
+        return w, push, {**info, **envs.episode_metrics(ts, cfg.axis_name)}
 
     def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
         """The server's optimiser step with one push, and the push's staleness."""
