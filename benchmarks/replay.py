@@ -17,6 +17,11 @@ scan inputs, every draw kept live), reported per iteration (call time / L). Per-
 times include a fixed dispatch cost (~20-30 us here) that both libraries pay and that
 does not exist inside a scan.
 
+In the add rows both libraries know the add size: flashbax's buffers are made with their
+(mandatory) `add_batch_size`, ours with the optional one, which makes its adds aligned
+writes (`jaxrl_par.replay.storage.init`); --in-scan also times ours without it ("ours, any
+size").
+
 --copy-floor (with --in-scan) adds two rows' worth of context to each uniform add: the
 same bytes copied into a ring as large by numpy (glibc's memcpy) and by XLA's
 `dynamic_update_slice`, with no replay logic. flashbax's time over a floor is the largest
@@ -160,12 +165,15 @@ def bench_case(kind, capacity, args, fbx):
         x = batch_of(example, n)
         pri = jnp.asarray(np.random.default_rng(2).uniform(0.1, 2, n), jnp.float32)
         fb_p, fb_u = fbx_buffers(fbx, capacity, 256, n)
+        # Both libraries told the add size (flashbax's add_batch_size is mandatory).
+        add_p = replay.prioritized(capacity=capacity, alpha=0.6, add_batch_size=n)
+        add_u = replay.uniform(capacity=capacity, add_batch_size=n)
         ops.append((f"prioritized add {n}", [
-            ("ours", Op(ours_p.add, ours_p.init(example), (x, pri), True)),
+            ("ours", Op(add_p.add, add_p.init(example), (x, pri), True)),
             ("flashbax", Op(fb_p.add, fb_p.init(example), (x,), True)),
         ]))
         ops.append((f"uniform add {n}", [
-            ("ours", Op(ours_u.add, ours_u.init(example), (x,), True)),
+            ("ours", Op(add_u.add, add_u.init(example), (x,), True)),
             ("flashbax", Op(fb_u.add, fb_u.init(example), (x,), True)),
         ]))
 
@@ -352,6 +360,12 @@ def bench_scan_case(kind, capacity, args, fbx):
     example = transition(kind)
     ours_p = replay.prioritized(capacity=capacity, alpha=0.6)
     ours_u = replay.uniform(capacity=capacity)
+    # flashbax is made with its (mandatory) add_batch_size = n; ours gets the same in the
+    # add rows, so that its adds are aligned writes (replay.storage.init), and is also
+    # timed without it ("ours, any size").
+    aligned = {n: (replay.prioritized(capacity=capacity, alpha=0.6, add_batch_size=n),
+                   replay.uniform(capacity=capacity, add_batch_size=n))
+               for n in args.add_sizes}
     rng = np.random.default_rng(7)
     keys = jax.random.split(jax.random.key(11), length)
     ops = []
@@ -372,10 +386,16 @@ def bench_scan_case(kind, capacity, args, fbx):
                 lambda p: jax.lax.dynamic_index_in_dim(p, slot, keepdims=False), pool
             )
 
-        def ours_p_add(state, x, pool):
+        def ours_p_add(state, x, pool, buf=aligned[n][0]):
+            return buf.add(state, pick(pool, x[0]), x[1])
+
+        def ours_u_add(state, slot, pool, buf=aligned[n][1]):
+            return buf.add(state, pick(pool, slot))
+
+        def any_p_add(state, x, pool):
             return ours_p.add(state, pick(pool, x[0]), x[1])
 
-        def ours_u_add(state, slot, pool):
+        def any_u_add(state, slot, pool):
             return ours_u.add(state, pick(pool, slot))
 
         def fb_p_add(state, x, pool, fb=fb_p):
@@ -385,12 +405,14 @@ def bench_scan_case(kind, capacity, args, fbx):
             return fb.add(state, pick(pool, slot))
 
         ops.append((f"prioritized add {n}", [
-            ("ours", ScanOp(ours_p_add, ours_p.init(example), (slots, pri), (pool,))),
+            ("ours", ScanOp(ours_p_add, aligned[n][0].init(example), (slots, pri), (pool,))),
             ("flashbax", ScanOp(fb_p_add, fb_p.init(example), (slots, pri), (pool,))),
+            ("ours, any size", ScanOp(any_p_add, ours_p.init(example), (slots, pri), (pool,))),
         ]))
         uniform_add = [
-            ("ours", ScanOp(ours_u_add, ours_u.init(example), slots, (pool,))),
+            ("ours", ScanOp(ours_u_add, aligned[n][1].init(example), slots, (pool,))),
             ("flashbax", ScanOp(fb_u_add, fb_u.init(example), slots, (pool,))),
+            ("ours, any size", ScanOp(any_u_add, ours_u.init(example), slots, (pool,))),
         ]
         if args.copy_floor:
             row_bytes = tree_bytes(example)
@@ -516,8 +538,7 @@ def time_scan_ops(ops, kind, capacity, args):
     for name, pair in ops:
         ours_s = statistics.median(samples[(name, "ours")])
         fb_s = statistics.median(samples[(name, "flashbax")])
-        floors = {who.split()[0]: statistics.median(samples[(name, who)])
-                  for who, _ in pair[2:]}
+        extras = {who: statistics.median(samples[(name, who)]) for who, _ in pair[2:]}
         rows.append({
             "mode": "in-scan", "scan_length": args.scan_length,
             "transition": kind, "capacity": capacity, "op": name,
@@ -526,17 +547,18 @@ def time_scan_ops(ops, kind, capacity, args):
             "flashbax_us_repeats": [t * 1e6 for t in samples[(name, "flashbax")]],
             "ours_compile_s": pair[0][1].compile_s, "flashbax_compile_s": pair[1][1].compile_s,
         })
-        for how, floor_s in floors.items():
-            # flashbax / floor: the largest speedup over flashbax an add could show that
-            # cost no more than this plain copy of its bytes.
-            rows[-1].update({f"{how}_floor_us": floor_s * 1e6,
-                             f"{how}_floor_us_repeats": [
-                                 t * 1e6 for t in samples[(name, f"{how} floor")]],
-                             f"flashbax_over_{how}_floor": fb_s / floor_s})
+        for who, extra_s in extras.items():
+            # ours without add_batch_size; or a copy floor, where flashbax / floor is the
+            # largest speedup over flashbax an add could show that cost no more than a
+            # plain copy of its bytes.
+            slug = who.replace(",", "").replace(" ", "_")
+            rows[-1].update({f"{slug}_us": extra_s * 1e6,
+                             f"{slug}_us_repeats": [t * 1e6 for t in samples[(name, who)]],
+                             f"flashbax_over_{slug}": fb_s / extra_s})
         print(f"{kind:8s} 2^{int(np.log2(capacity))} L={args.scan_length} {name:30s} ours "
               f"{ours_s*1e6:9.1f} us  flashbax {fb_s*1e6:9.1f} us  x{fb_s/ours_s:6.2f}"
-              + "".join(f"  {how} floor {t*1e6:7.1f} us (flashbax/floor x{fb_s/t:.2f})"
-                        for how, t in floors.items()), flush=True)
+              + "".join(f"  {who} {t*1e6:7.1f} us (x{fb_s/t:.2f})"
+                        for who, t in extras.items()), flush=True)
     return rows
 
 

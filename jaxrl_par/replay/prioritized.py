@@ -108,9 +108,10 @@ def _mass(priorities: jax.Array, alpha: float) -> jax.Array:
     return jnp.where(priorities > 0, jnp.power(priorities, alpha), 0.0).astype(jnp.float32)
 
 
-def _init(example: PyTree, capacity: int, branching: int) -> PrioritizedState:
+def _init(example: PyTree, capacity: int, branching: int,
+          add_batch_size: int | None = None) -> PrioritizedState:
     return PrioritizedState(
-        storage=storage_lib.init(example, capacity),
+        storage=storage_lib.init(example, capacity, add_batch_size),
         tree=sum_tree.init(capacity, branching),
         max_priority=jnp.float32(1.0),
     )
@@ -172,7 +173,8 @@ def _sample(
     return _sample_at(state, targets, beta, total=total)
 
 
-def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer:
+def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8,
+                add_batch_size: int | None = None) -> Buffer:
     """Makes a prioritized replay buffer.
 
     Args:
@@ -181,6 +183,9 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer
         branching: static fan-out K of the sum tree; the tree costs ~`2/(K-1)` float32 per
             slot beside the leaf masses, and an operation touches `K log_K capacity` nodes.
             8 balances sampling (small K) against updates (few levels) on CPU.
+        add_batch_size: None (any batch size), or the one batch size `add` will take,
+            which must divide `capacity`: batches then never cross the end of the ring
+            and are written faster (see `storage.init`).
 
     Returns:
         A `Buffer` of pure functions over `PrioritizedState`:
@@ -198,6 +203,7 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer
     if not (alpha >= 0 and float(alpha) < float("inf")):
         raise ValueError(f"prioritized: alpha must be finite and >= 0, got {alpha!r}.")
     alpha = float(alpha)
+    storage_lib.check_add_batch_size(capacity, add_batch_size, "prioritized")
 
     add_core = jax.jit(functools.partial(_add, alpha=alpha))
     update_core = jax.jit(functools.partial(_update_priorities, alpha=alpha))
@@ -206,7 +212,7 @@ def prioritized(capacity: int, alpha: float = 0.6, branching: int = 8) -> Buffer
 
     def init(example_transition: PyTree) -> PrioritizedState:
         """Empty buffer shaped like one transition (no batch axis)."""
-        return _init(example_transition, capacity, branching)
+        return _init(example_transition, capacity, branching, add_batch_size)
 
     def add(
         state: PrioritizedState, transitions: PyTree, priorities: jax.Array | None = None

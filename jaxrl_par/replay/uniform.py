@@ -41,19 +41,21 @@ def _sample(state: UniformState, key: jax.Array, batch_size: int) -> Sample:
     return _sample_at(state, rng.integers_below(key, (batch_size,), state.size))
 
 
-def uniform(capacity: int) -> Buffer:
-    """Makes a uniform replay buffer of `capacity` slots (see `prioritized` for the API).
+def uniform(capacity: int, add_batch_size: int | None = None) -> Buffer:
+    """Makes a uniform replay buffer of `capacity` slots (see `prioritized` for the API
+    and `add_batch_size`).
 
     Under jit, sampling an empty buffer returns slot 0 with probability 0 and weight 0.
     """
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
         raise ValueError(f"uniform: capacity must be a positive int, got {capacity!r}.")
+    storage_lib.check_add_batch_size(capacity, add_batch_size, "uniform")
 
     add_core = jax.jit(lambda state, x: storage_lib.add(state, x)[0])
     sample_core = jax.jit(_sample, static_argnums=2)
 
     def init(example_transition: PyTree) -> UniformState:
-        return storage_lib.init(example_transition, capacity)
+        return storage_lib.init(example_transition, capacity, add_batch_size)
 
     def add(state: UniformState, transitions: PyTree, priorities=None) -> UniformState:
         n = storage_lib.check_batch(state, transitions)
