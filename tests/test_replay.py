@@ -487,13 +487,12 @@ MINATAR_ROW = {"obs": jnp.zeros((10, 10, 4), jnp.uint8), "action": jnp.int32(0),
 
 
 def _random_rows(example, n, rng):
+    """``n`` random rows shaped like ``example``: floats normal, ints in [0, 200), bools fair."""
     def leaf(x):
-        shape = (n, *x.shape)
-        if x.dtype == jnp.bool_:
-            return jnp.asarray(rng.random(shape) < 0.5)
-        if jnp.issubdtype(x.dtype, jnp.integer):
-            return jnp.asarray(rng.integers(0, 200, shape), x.dtype)
-        return jnp.asarray(rng.normal(size=shape), x.dtype)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.asarray(rng.normal(size=(n, *x.shape)), x.dtype)
+        high = 2 if x.dtype == jnp.bool_ else 200
+        return jnp.asarray(rng.integers(0, high, (n, *x.shape))).astype(x.dtype)
 
     return jax.tree.map(leaf, example)
 
