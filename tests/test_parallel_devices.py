@@ -431,6 +431,31 @@ def test_a2c_and_a3c_data_parallel_equal_one_device(module, devices):
     np.testing.assert_array_equal(out.metrics["num_episodes"], ref.metrics["num_episodes"])
 
 
+def test_a3c_resumes_on_another_layout(tmp_path):
+    """A data-parallel A3C run stopped after its first update goes on without a mesh, and
+    a one-device run on 2 devices: every worker's envs and running returns are split or
+    joined along their env axis, and both end where the run that never stopped ends."""
+    from jaxrl_par.algos import a3c
+
+    cfg = a3c.Config(num_workers=2, num_envs=8, num_steps=4, total_timesteps=64 * 6,
+                     hidden_sizes=(8,), normalize_rewards=True, max_grad_norm=1e6)
+    made = {None: a3c.make(cfg), 2: a3c.make(dataclasses.replace(cfg, axis_name=axes.DATA))}
+    ref = train(made[None], [0], progress=False, num_chunks=1)
+    for i, (first, then) in enumerate([(2, None), (None, 2)]):
+        log = str(tmp_path / str(i))
+        mesh = lambda d: {"devices": d} if d else {}
+        train_killed_after(1, made[first], [0], progress=False, log_dir=log, num_chunks=3,
+                           **mesh(first))
+        out = train(made[then], [0], progress=False, log_dir=log, num_chunks=3, resume=True,
+                    **mesh(then))
+        state = parallel.unreplicate(out.state) if then else out.state
+        for a, b in zip(jax.tree.leaves(state.server.params),
+                        jax.tree.leaves(ref.state.server.params)):
+            assert _rel_err(a, b) <= 1e-5, (first, then)
+        np.testing.assert_allclose(out.metrics["loss"], ref.metrics["loss"], rtol=1e-5,
+                                   atol=1e-6)
+
+
 @pytest.mark.parametrize("module", ["a3c", "gorila"])
 def test_async_workers_on_their_own_devices_equal_the_scan(module):
     """A3C's and Gorila's 3 workers on devices 0-2 of 4 (worker k on device k mod 4), the
