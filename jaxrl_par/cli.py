@@ -484,13 +484,21 @@ def cmd_train(args) -> int:
             raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
                              "and --pop")
         cfg = dataclasses.replace(cfg, pipeline=True)
+    fields = {f.name for f in dataclasses.fields(cfg)}
     if args.async_workers:
-        if not any(f.name == "num_workers" for f in dataclasses.fields(cfg)):
+        if "num_workers" not in fields:
             raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
-                             "it with a3c, a2c or gorila")
+                             f"it with {', '.join(algos.with_config_field('num_workers'))}")
         if args.devices is not None or args.pop is not None or args.actor_learner:
             raise ValueError("--async-workers places its workers on the devices itself; drop "
                              "--devices, --pop and --actor-learner")
+    if args.devices is not None and args.devices // (args.pop or 1) > 1 \
+            and "axis_name" not in fields:
+        workers = " (its workers on several devices: --async-workers)" \
+            if "num_workers" in fields else ""
+        raise ValueError(f"--devices {args.devices}: {args.algo} does not run data parallel"
+                         f"{workers}; these do: "
+                         f"{', '.join(algos.with_config_field('axis_name'))}")
     # A mesh when asked for, and always on several hosts (it spans every host's devices).
     sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
     if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):

@@ -206,9 +206,7 @@ def entry_config(entry: Entry, env_id: str, total_timesteps: int | None = None,
     cfg_cls = algos.get(entry.algo).Config
     field_names = {f.name for f in dataclasses.fields(cfg_cls)}
     if entry.runtime != "program" and _RUNTIME_FIELD[entry.runtime] not in field_names:
-        able = [a for a in sorted(algos.ALGORITHMS)
-                if _RUNTIME_FIELD[entry.runtime] in
-                {f.name for f in dataclasses.fields(algos.get(a).Config)}]
+        able = algos.with_config_field(_RUNTIME_FIELD[entry.runtime])
         raise ValueError(f"{entry.name}: {entry.algo} has no {entry.runtime} runtime; it "
                          f"runs with {', '.join(able)}")
     sets = [f"env={env_id}", *([f"total_timesteps={total_timesteps}"]

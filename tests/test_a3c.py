@@ -164,8 +164,12 @@ def test_a3c_state_is_a_dataclass_with_workers_and_copies_per_worker():
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["train", "ppo", "--async-workers"], "ppo has no asynchronous workers; use it with a3c"),
+    (["train", "ppo", "--async-workers"],
+     "ppo has no asynchronous workers; use it with a2c, a3c, gorila"),
     (["train", "a3c", "--async-workers", "--devices", "2"], "drop --devices"),
+    # Gorila's Config has no axis_name: the old message told users to set it.
+    (["train", "gorila", "--devices", "2"], ("gorila does not run data parallel (its workers "
+     "on several devices: --async-workers); these do: a2c, a3c, apex, dqn, impala, ppo, sac")),
 ])
 def test_cli_async_workers_errors(argv, message, capsys):
     from jaxrl_par.cli import main

@@ -199,6 +199,12 @@ def test_errors_name_the_numbers_before_compiling():
         _run(CFG, [0], devices=2)
     with pytest.raises(ValueError, match="devices=16 but only 8"):
         _run(DP_CFG, [0], devices=16)
+    from jaxrl_par.algos import gorila  # no axis_name at all: not "make it with axis_name"
+
+    with pytest.raises(ValueError, match="gorila.Config has no axis_name: this algorithm "
+                                         "does not run data parallel"):
+        train(gorila.make(gorila.Config(total_timesteps=2000)), [0], devices=2,
+              progress=False)
 
 
 def _diverging_algorithm() -> Algorithm:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from types import ModuleType
 
@@ -39,4 +40,13 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(ALGORITHMS[name][0])
 
 
-__all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "CONTINUOUS_ONLY", "Algorithm", "for_actions", "get"]
+def with_config_field(field: str) -> list[str]:
+    """Names of the algorithms whose ``Config`` has ``field``, sorted: ``"axis_name"``
+    those that run data parallel, ``"num_workers"`` those with asynchronous workers,
+    ``"pipeline"`` those with an actor-learner runtime. Imports every algorithm."""
+    return sorted(n for n in ALGORITHMS
+                  if field in {f.name for f in dataclasses.fields(get(n).Config)})
+
+
+__all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "CONTINUOUS_ONLY", "Algorithm", "for_actions", "get",
+           "with_config_field"]

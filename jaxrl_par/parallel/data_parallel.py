@@ -52,6 +52,13 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = T
             "points)"
         )
     axis_name = getattr(algo.config, "axis_name", None)
+    if shape.data > 1 and not hasattr(algo.config, "axis_name"):
+        raise ValueError(
+            f"the mesh has a data axis of {shape.data} devices but "
+            f"{type(algo.config).__module__}.Config has no axis_name: this algorithm does "
+            "not run data parallel; give it one device, or devices only for a population "
+            f"(pop=devices), or see jaxrl_par.algos.with_config_field('axis_name')"
+        )
     if shape.data > 1 and axis_name != axes.DATA:
         raise ValueError(
             f"the mesh has a data axis of {shape.data} devices but the algorithm was made "
