@@ -162,9 +162,9 @@ for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
     dqn) section dqn "${CAPS[3]}" "$PY" benchmarks/apex.py --speed-only --repeats 2 ;;
     replay)
       section replay_add 60 "$PY" benchmarks/replay.py --in-scan --add-only --progress "${RCAP[@]}" \
-        --out "$DEST/replay_add.json"
+        --skip-any-size --out "$DEST/replay_add.json"
       section replay "${CAPS[4]}" "$PY" benchmarks/replay.py --in-scan --progress "${RCAP[@]}" \
-        --out "$DEST/replay.json" ;;
+        --skip-any-size --out "$DEST/replay.json" ;;
     scaling) section scaling 300 "$PY" benchmarks/scaling.py $QUICK \
                --out "$DEST/scaling.json" ;;
     continuous) section continuous 120 "$PY" benchmarks/continuous.py \

@@ -404,16 +404,17 @@ def bench_scan_case(kind, capacity, args, fbx):
         def fb_u_add(state, slot, pool, fb=fb_u):
             return fb.add(state, pick(pool, slot))
 
+        any_size = not args.skip_any_size
         ops.append((f"prioritized add {n}", [
             ("ours", ScanOp(ours_p_add, aligned[n][0].init(example), (slots, pri), (pool,))),
             ("flashbax", ScanOp(fb_p_add, fb_p.init(example), (slots, pri), (pool,))),
-            ("ours, any size", ScanOp(any_p_add, ours_p.init(example), (slots, pri), (pool,))),
-        ]))
+        ] + [("ours, any size", ScanOp(any_p_add, ours_p.init(example), (slots, pri), (pool,)))
+             ] * any_size))
         uniform_add = [
             ("ours", ScanOp(ours_u_add, aligned[n][1].init(example), slots, (pool,))),
             ("flashbax", ScanOp(fb_u_add, fb_u.init(example), slots, (pool,))),
-            ("ours, any size", ScanOp(any_u_add, ours_u.init(example), slots, (pool,))),
-        ]
+        ] + [("ours, any size", ScanOp(any_u_add, ours_u.init(example), slots, (pool,)))
+             ] * any_size
         if args.copy_floor:
             row_bytes = tree_bytes(example)
             uniform_add += [(f"{how} floor", CopyFloor(how, n, row_bytes, capacity, length))
@@ -577,6 +578,9 @@ def main():
     parser.add_argument("--scan-length", type=int, default=64, help="L for --in-scan")
     parser.add_argument("--add-only", action="store_true",
                         help="with --in-scan: the add rows alone (no full buffers built)")
+    parser.add_argument("--skip-any-size", action="store_true",
+                        help="with --in-scan: leave out the add rows of ours without "
+                             "add_batch_size (fewer programs to compile)")
     parser.add_argument("--copy-floor", action="store_true",
                         help="with --in-scan: also time a plain copy of each uniform add's "
                              "bytes into a ring as large (numpy's memcpy, and XLA's "
