@@ -290,6 +290,20 @@ def test_whole_numbers_parse_in_either_notation():
     assert isinstance(cfg.total_timesteps, int)
 
 
+def test_optional_number_fields_parse_as_numbers():
+    """`int | None` and `float | None` fields default to None; `--set` used to hand them
+    the text ('320'), which the config then refused."""
+    from jaxrl_par.algos import apex, sac
+
+    cfg = apply_overrides(apex.Config(), ["max_per_shard=320"])
+    assert cfg.max_per_shard == 320 and isinstance(cfg.max_per_shard, int)
+    assert apply_overrides(cfg, ["max_per_shard=none"]).max_per_shard is None
+    cfg = apply_overrides(sac.Config(), ["target_entropy=-0.5"])
+    assert cfg.target_entropy == -0.5 and isinstance(cfg.target_entropy, float)
+    with pytest.raises(ValueError, match="bad value for max_per_shard"):
+        apply_overrides(apex.Config(), ["max_per_shard=many"])
+
+
 @pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
     """A run that Ctrl-C or SIGTERM stopped (`TrainResult.interrupted`) exits with the

@@ -140,7 +140,8 @@ def _parse_value(text: str, annotation: Any, default: Any):
     if isinstance(default, tuple) or kind.startswith("tuple"):
         parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
         return tuple(int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts)
-    if isinstance(default, int) or kind == "int":
+    members = kind.split(" | ")  # an optional field, e.g. "int | None", defaults to None
+    if isinstance(default, int) or kind == "int" or (default is None and "int" in members):
         try:
             return int(text)
         except ValueError:
@@ -148,7 +149,8 @@ def _parse_value(text: str, annotation: Any, default: Any):
         if not value.is_integer():  # 1.5, inf, nan
             raise ValueError(f"expected a whole number, got {text!r}")
         return int(value)
-    if isinstance(default, float) or kind == "float":
+    if isinstance(default, float) or kind == "float" or (default is None
+                                                          and "float" in members):
         return float(text)
     return text
 
