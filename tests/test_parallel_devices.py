@@ -110,21 +110,29 @@ def test_ppo_data_parallel_equals_one_device(devices, tmp_path):
     np.testing.assert_array_equal(out.metrics["num_episodes"], ref.metrics["num_episodes"])
 
 
+def _stopped_then_resumed(first_algo, first, then_algo, then, log_dir):
+    """Seed 0 trained in 3 chunks on ``first`` devices (None: no mesh), killed after its
+    first update, then resumed from ``log_dir`` with ``then_algo`` on ``then`` devices:
+    the resumed run's result, and its state as one device holds it."""
+    def mesh(devices):
+        return {"devices": devices} if devices else {}
+
+    train_killed_after(1, first_algo, [0], progress=False, log_dir=log_dir, num_chunks=3,
+                       **mesh(first))
+    out = train(then_algo, [0], progress=False, log_dir=log_dir, num_chunks=3, resume=True,
+                **mesh(then))
+    return out, (parallel.unreplicate(out.state) if then else out.state)
+
+
 def test_resume_on_another_layout_equals_never_stopping(tmp_path):
     """A run stopped after its first update continues on another device layout (2 -> 4
     devices, 2 -> one device without a mesh, one device -> 2) and ends where the one-device
     run that never stopped ends."""
-    def mesh(devices):
-        return {"devices": devices} if devices else {}
-
     ref = _reference(0)
     for i, (first, then) in enumerate([(2, 4), (2, None), (None, 2)]):
-        log = str(tmp_path / str(i))
-        train_killed_after(1, ppo.make(DP_CFG if first else CFG), [0], progress=False,
-                           log_dir=log, num_chunks=3, **mesh(first))
-        out = _run(DP_CFG if then else CFG, [0], log_dir=log, num_chunks=3, resume=True,
-                   **mesh(then))
-        state = parallel.unreplicate(out.state) if then else out.state
+        out, state = _stopped_then_resumed(ppo.make(DP_CFG if first else CFG), first,
+                                           ppo.make(DP_CFG if then else CFG), then,
+                                           str(tmp_path / str(i)))
         for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
             assert _rel_err(a, b) <= 1e-5, (first, then)
         np.testing.assert_allclose(out.metrics["loss"], ref.metrics["loss"], rtol=1e-5,
@@ -448,13 +456,8 @@ def test_a3c_resumes_on_another_layout(tmp_path):
     made = {None: a3c.make(cfg), 2: a3c.make(dataclasses.replace(cfg, axis_name=axes.DATA))}
     ref = train(made[None], [0], progress=False, num_chunks=1)
     for i, (first, then) in enumerate([(2, None), (None, 2)]):
-        log = str(tmp_path / str(i))
-        mesh = lambda d: {"devices": d} if d else {}
-        train_killed_after(1, made[first], [0], progress=False, log_dir=log, num_chunks=3,
-                           **mesh(first))
-        out = train(made[then], [0], progress=False, log_dir=log, num_chunks=3, resume=True,
-                    **mesh(then))
-        state = parallel.unreplicate(out.state) if then else out.state
+        out, state = _stopped_then_resumed(made[first], first, made[then], then,
+                                           str(tmp_path / str(i)))
         for a, b in zip(jax.tree.leaves(state.server.params),
                         jax.tree.leaves(ref.state.server.params)):
             assert _rel_err(a, b) <= 1e-5, (first, then)
