@@ -29,6 +29,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_par import axes
 from jaxrl_par.algos.base import Algorithm, scan_updates
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel.mesh import shape_of
 
 STATE_SPEC = P(axes.POP, axes.DATA)  # every state leaf: [S, D, ...]
@@ -55,7 +56,7 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = T
     if shape.data > 1 and not hasattr(algo.config, "axis_name"):
         raise ValueError(
             f"the mesh has a data axis of {shape.data} devices but "
-            f"{type(algo.config).__module__}.Config has no axis_name: this algorithm does "
+            f"{algorithm_name(algo.config)}.Config has no axis_name: this algorithm does "
             "not run data parallel; give it one device, or devices only for a population "
             f"(pop=devices), or see jaxrl_par.algos.with_config_field('axis_name')"
         )
