@@ -524,6 +524,12 @@ def bench_scan_case(kind, capacity, args, fbx):
     return rows
 
 
+def _slug(who: str) -> str:
+    """``"ours, any size"`` -> ``"ours_any_size"``: a timed side's name in JSON keys and
+    file names."""
+    return who.replace(",", "").replace(" ", "_")
+
+
 def time_scan_ops(ops, kind, capacity, args):
     """Times [(name, [("ours", ScanOp), ("flashbax", ScanOp)])]: repeats interleave every
     op and both libraries; per row, the median over repeats of each repeat's median."""
@@ -531,8 +537,10 @@ def time_scan_ops(ops, kind, capacity, args):
         d = pathlib.Path(args.dump_hlo)
         d.mkdir(parents=True, exist_ok=True)
         for name, pair in ops:
-            for who, op in pair[:2]:  # the copy floors have no replay program
-                tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{who}"
+            for who, op in pair:
+                if not isinstance(op, ScanOp):  # a copy floor: no replay program
+                    continue
+                tag = f"{kind}_{capacity}_{name.replace(' ', '_').replace('+', '_')}_{_slug(who)}"
                 (d / f"{tag}.hlo.txt").write_text(op.hlo())
     samples = interleaved_times(ops, args.repeats, args.calls)
     rows = []
@@ -552,7 +560,7 @@ def time_scan_ops(ops, kind, capacity, args):
             # ours without add_batch_size; or a copy floor, where flashbax / floor is the
             # largest speedup over flashbax an add could show that cost no more than a
             # plain copy of its bytes.
-            slug = who.replace(",", "").replace(" ", "_")
+            slug = _slug(who)
             rows[-1].update({f"{slug}_us": extra_s * 1e6,
                              f"{slug}_us_repeats": [t * 1e6 for t in samples[(name, who)]],
                              f"flashbax_over_{slug}": fb_s / extra_s})
