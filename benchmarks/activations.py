@@ -1,4 +1,4 @@
-"""``jaxrl_par.activations.tanh`` against ``jnp.tanh`` on CPU, side by side.
+"""``jaxrl_par.platform.activations.tanh`` against ``jnp.tanh`` on CPU, side by side.
 
 Part 1: the activation alone on ``[rows, 64]`` float32 (``L`` applications in one jitted
 scan, reported per application, minus nothing: the same scan with ``x * c`` in place of
@@ -21,7 +21,8 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(__file__))
 from common import compile_timed, interleaved, machine, write_json
 
-from jaxrl_par import activations, networks
+from jaxrl_par import networks
+from jaxrl_par.platform import activations
 
 TANHS = {"ours": activations.tanh, "jnp": jnp.tanh}
 

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jaxrl_par.algos import apex
 from jaxrl_par.parallel import actor_learner
 from jaxrl_par.parallel.actor_learner import ActorLearner
-from jaxrl_par.train import make_chunk_fn, seed_keys
+from jaxrl_par.runner.training import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par.algos import apex, dqn
-from jaxrl_par.rng import unrolled_threefry
-from jaxrl_par.train import make_chunk_fn, seed_keys
+from jaxrl_par.platform.rng import unrolled_threefry
+from jaxrl_par.runner.training import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -92,7 +92,7 @@ def run(cfg, seeds, num_chunks):
     algo = module.make(cfg)
     keys, _ = seed_keys(seeds)
     t0 = time.perf_counter()
-    with unrolled_threefry():  # as jaxrl_par.train builds it
+    with unrolled_threefry():  # as jaxrl_par.runner.training builds it
         state = jax.jit(jax.vmap(algo.init))(keys)
         chunk = max(1, algo.num_updates // num_chunks)
         fn = make_chunk_fn(algo, chunk, jax.tree.map(lambda x: x[0], state))

@@ -41,7 +41,7 @@ import numpy as np
 from jaxrl_par import envs
 from jaxrl_par.algos import apex, dqn
 from jaxrl_par.algos.config import apply_overrides
-from jaxrl_par.train import make_chunk_fn, seed_keys, train
+from jaxrl_par.runner.training import make_chunk_fn, seed_keys, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

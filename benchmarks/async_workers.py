@@ -68,7 +68,7 @@ from common import machine, write_json
 
 from jaxrl_par.algos import a2c, a3c, dqn, gorila, impala, ppo
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 
 def cases(env: str, budget: int) -> dict:

@@ -53,8 +53,8 @@ from common import machine, write_json
 
 from jaxrl_par.algos import ppo
 from jaxrl_par.envs import brax_envs
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 #: (env, backend) -> env steps per repeat (split into ``--epochs`` epochs)
 STEPS = {"fast": 819_200, "inverted_pendulum:positional": 409_600, "ant:positional": 81_920}

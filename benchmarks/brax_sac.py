@@ -39,7 +39,7 @@ from brax_ppo import (
 )
 
 from jaxrl_par.algos import sac
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 #: env -> env steps per repeat, learning starts included
 STEPS = {"fast": 128_000, "inverted_pendulum:positional": 128_000}

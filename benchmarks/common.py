@@ -14,14 +14,14 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par import cpu_threads
-from jaxrl_par.rng import unrolled_threefry
+from jaxrl_par.platform import cpu_threads
+from jaxrl_par.platform.rng import unrolled_threefry
 
 
 def compile_timed(fn: Callable, *args, ours: bool = False) -> tuple[Callable, float]:
     """``(compiled, seconds)``: ``jax.jit(fn).lower(*args).compile()`` timed apart.
 
-    ``ours=True`` builds it as ``jaxrl_par.train`` builds our programs (inside
+    ``ours=True`` builds it as ``jaxrl_par.runner.training`` builds our programs (inside
     ``rng.unrolled_threefry``); a peer's program is built with jax's defaults.
     """
     t = time.perf_counter()
@@ -78,7 +78,7 @@ def most_devices(num_envs: int, available: int) -> int:
     data-parallel run's device count: one per core on CPU when the envs allow)."""
     return max(d for d in range(1, available + 1) if num_envs % d == 0)
 
-#: The XLA:CPU set-up each library's users get: ours one thread (``jaxrl_par.cpu_threads``,
+#: The XLA:CPU set-up each library's users get: ours one thread (``jaxrl_par.platform.cpu_threads``,
 #: the CLI's ``--cpu-threads auto``), a peer XLA's default; as :func:`pool_env` arguments.
 USERS_POOL = {"ours": (1,), "rejax": (None,)}
 

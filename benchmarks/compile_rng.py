@@ -1,7 +1,7 @@
 """Compile time and step time of our training chunks with jax's rolled (CPU default) and
-unrolled (``jaxrl_par.rng.unrolled_threefry``) Threefry lowering, side by side.
+unrolled (``jaxrl_par.platform.rng.unrolled_threefry``) Threefry lowering, side by side.
 
-For each config the same chunk function (``jaxrl_par.train.make_chunk_fn``, ``--chunk``
+For each config the same chunk function (``jaxrl_par.runner.training.make_chunk_fn``, ``--chunk``
 updates) is lowered and compiled with each rule, alternating, ``--compiles`` times each
 (min and median reported), then the two compiled programs are called in turn
 (``--repeats`` pairs, state carried, medians). Also checks that both programs give the
@@ -27,9 +27,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
-from jaxrl_par import rng
 from jaxrl_par.algos import apex, dqn, ppo
-from jaxrl_par.train import make_chunk_fn
+from jaxrl_par.platform import rng
+from jaxrl_par.runner.training import make_chunk_fn
 
 CONFIGS = {
     "ppo CartPole 4 envs": (lambda: ppo.make(ppo.Config(env="CartPole-v1", num_envs=4,

@@ -39,8 +39,8 @@ HP = {"num_steps": 16, "update_epochs": 4, "num_minibatches": 4, "learning_rate"
 
 
 def ours(seeds: list[int], total_timesteps: int) -> dict:
-    from jaxrl_par.evaluate import greedy_returns
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.evaluation import greedy_returns
+    from jaxrl_par.runner.training import train
 
     algo = ppo.make(ppo_bench.ours_config(ENV, NUM_ENVS, total_timesteps, HP, anneal_lr=False,
                                           normalize_rewards=True))

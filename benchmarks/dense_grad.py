@@ -1,6 +1,6 @@
 """Weight-gradient forms of a dense layer on XLA:CPU, and what our layers do to whole updates.
 
-Part 1 times each form in ``jaxrl_par.layers.WEIGHT_GRADIENT_FORMS`` (``x [B, D]``,
+Part 1 times each form in ``jaxrl_par.platform.layers.WEIGHT_GRADIENT_FORMS`` (``x [B, D]``,
 ``dy [B, H]`` -> ``[D, H]``) for the layer shapes our algorithms use, interleaved, median
 of the repeats, and marks the one ``layers.weight_gradient_form`` picks. Part 2 times the
 real PPO and DQN updates (``benchmarks/ppo.py``'s and ``benchmarks/apex.py
@@ -8,7 +8,7 @@ real PPO and DQN updates (``benchmarks/ppo.py``'s and ``benchmarks/apex.py
 3 the MinAtar updates (benchmarks/apex.py's DQN and Ape-X, PPO's default CNN) built with
 ``layers.Conv`` and with ``flax.linen.Conv``; part 4 the updates of part 2 with
 ``layers.product``'s broadcast products for contractions of up to 4 terms and with every
-product a dot. All updates are built as ``jaxrl_par.train`` builds them
+product a dot. All updates are built as ``jaxrl_par.runner.training`` builds them
 (``rng.unrolled_threefry``).
 (A synthetic step, gradient and a per-leaf SGD update of the same networks, showed no
 difference between the two layers, so only the real updates say what the layer is worth.)
@@ -32,7 +32,8 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(__file__))
 from common import compile_timed, interleaved, machine, write_json
 
-from jaxrl_par import layers, networks
+from jaxrl_par import networks
+from jaxrl_par.platform import layers
 
 # (batch, fan_in, fan_out): PPO minibatches (4 .. 4096 CartPole envs x 128 steps / 4),
 # MinAtar's flattened 400-wide input, DQN's batch of 128, and the MinAtar conv's weight

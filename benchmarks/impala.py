@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
 from jaxrl_par.algos import impala, ppo
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 # env -> (budget, seeds, {algo: Config changes})
 SETTINGS = {

@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, write_json
 
 from jaxrl_par.algos import dqn, ppo
-from jaxrl_par.pbt import PBT
-from jaxrl_par.train import train
+from jaxrl_par.runner.pbt import PBT
+from jaxrl_par.runner.training import train
 
 RATES = [1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
 MODULES = {"ppo": ppo, "dqn": dqn}

@@ -238,7 +238,7 @@ def final_returns(total_timesteps: int, seed: int = 0) -> dict:
     full-run wall clock including compilation (each compiled for the whole run)."""
     import time
 
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     cfg = ours_config("CartPole-v1", 4, total_timesteps)
     t = time.perf_counter()
@@ -308,7 +308,7 @@ def whole_one(who: str, total_timesteps: int) -> dict:
     user runs it, in this (fresh) process: compile seconds, wall seconds with compilation,
     final return.
 
-    * ``ours``: :func:`jaxrl_par.train.train` with its defaults (20 chunks asked for, as
+    * ``ours``: :func:`jaxrl_par.runner.training.train` with its defaults (20 chunks asked for, as
       the CLI), which compiles the init and the chunk programs; final return as in
       :func:`final_returns`.
     * ``rejax``: ``jax.jit(PPO.train)``, the program rejax users compile, with its greedy
@@ -320,7 +320,7 @@ def whole_one(who: str, total_timesteps: int) -> dict:
 
     import jax.numpy as jnp
 
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     t = time.perf_counter()
     if who == "ours":

@@ -1,6 +1,6 @@
 """A/B of two PPO configs in one process: which one trains faster, and by how much.
 
-Both update scans are built as ``jaxrl_par.train`` builds them (inside
+Both update scans are built as ``jaxrl_par.runner.training`` builds them (inside
 ``rng.unrolled_threefry``) from ``benchmarks/ppo.py``'s settings (network and
 hyperparameters), with ``--a`` and ``--b`` overriding Config fields. They are then called
 in alternation, ``--rounds`` rounds, and the medians compared: the load of a shared

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import replay
-from jaxrl_par.memory import tree_bytes
+from jaxrl_par.runner.memory import tree_bytes
 
 
 def transition(kind: str):

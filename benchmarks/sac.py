@@ -32,8 +32,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import FiveValueStep, machine, train_vmapped, write_json
 
 from jaxrl_par.algos import sac
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 ENV = "Pendulum-v1"
 

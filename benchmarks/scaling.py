@@ -47,7 +47,7 @@ import jax
 
 from jaxrl_par import axes
 from jaxrl_par.algos import ppo
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import machine, write_json

@@ -42,7 +42,7 @@ import ppo as ppo_bench  # benchmarks/ppo.py: both libraries' PPO built alike
 from common import compile_timed, machine, time_call, write_json
 
 from jaxrl_par.algos import dqn, ppo
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 RATES = [3e-3, 2e-3, 1e-3, 5e-4, 2.5e-4, 1e-4, 5e-5, 2.5e-5]
 

@@ -6,7 +6,7 @@ registers it, so from Python::
 
     import corridor  # noqa: F401  (registers "Corridor-v0")
     from jaxrl_par.algos import ppo
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
     result = train(ppo.make(ppo.Config(env="Corridor-v0", total_timesteps=50_000)), [0, 1])
 
 and from the command line (``--import`` imports a module before the env is looked up;

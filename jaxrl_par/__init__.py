@@ -2,11 +2,24 @@
 
 Quick start::
 
-    from jaxrl_par import algos
-    from jaxrl_par.train import train
+    from jaxrl_par import ppo, train
 
-    ppo = algos.get("ppo")
     result = train(ppo.make(ppo.Config(env="CartPole-v1")), seeds=[0, 1, 2, 3])
+
+Where things live:
+
+* ``jaxrl_par.algos``: one module per algorithm (``Config``, ``State``, ``make``) and the
+  protocol they share (:class:`Algorithm`).
+* ``jaxrl_par.losses``: RL maths as pure, unbatched functions (returns, policy-gradient,
+  Q-learning and soft actor-critic losses).
+* ``jaxrl_par.networks``, ``jaxrl_par.replay``, ``jaxrl_par.envs``, ``jaxrl_par.blocks``:
+  building blocks (flax networks and distributions, replay buffers, vectorised
+  environments, rollouts and normalisation).
+* ``jaxrl_par.parallel``: device meshes, data parallelism, the actor-learner and
+  asynchronous-worker runtimes, multi-host start-up.
+* ``jaxrl_par.runner``: :func:`train` and the plumbing of a run (checkpoints, logs,
+  evaluation, sweeps, comparisons).
+* ``jaxrl_par.platform``: optional platform-specific tuning, off the default path.
 
 Submodules load on first use, so ``import jaxrl_par`` touches no device: a multi-host
 run can still call ``jaxrl_par.parallel.initialize()`` (``jax.distributed.initialize``)
@@ -19,20 +32,73 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("activations", "algos", "axes", "envs", "evaluate", "layers", "microbatch",
-               "networks", "parallel", "replay", "returns", "rng", "train")
-_ATTRIBUTES = {
+# name -> (module, attribute or None for the module itself)
+_LAZY = {
+    # functions and types
     "Algorithm": ("jaxrl_par.algos.base", "Algorithm"),
-    "TrainResult": ("jaxrl_par.train", "TrainResult"),
+    "TrainResult": ("jaxrl_par.runner.training", "TrainResult"),
+    "train": ("jaxrl_par.runner.training", "train"),
+    "load_run": ("jaxrl_par.runner.runs", "load_run"),
+    "greedy_returns": ("jaxrl_par.runner.evaluation", "greedy_returns"),
+    # algorithms
+    "a2c": ("jaxrl_par.algos.a2c", None),
+    "a3c": ("jaxrl_par.algos.a3c", None),
+    "apex": ("jaxrl_par.algos.apex", None),
+    "dqn": ("jaxrl_par.algos.dqn", None),
+    "gorila": ("jaxrl_par.algos.gorila", None),
+    "impala": ("jaxrl_par.algos.impala", None),
+    "ppo": ("jaxrl_par.algos.ppo", None),
+    "sac": ("jaxrl_par.algos.sac", None),
+    # packages
+    "algos": ("jaxrl_par.algos", None),
+    "axes": ("jaxrl_par.axes", None),
+    "blocks": ("jaxrl_par.blocks", None),
+    "envs": ("jaxrl_par.envs", None),
+    "losses": ("jaxrl_par.losses", None),
+    "networks": ("jaxrl_par.networks", None),
+    "parallel": ("jaxrl_par.parallel", None),
+    "platform": ("jaxrl_par.platform", None),
+    "replay": ("jaxrl_par.replay", None),
+    "runner": ("jaxrl_par.runner", None),
 }
 
-__all__ = sorted(_SUBMODULES + tuple(_ATTRIBUTES))
+__all__ = [
+    "Algorithm",
+    "TrainResult",
+    "a2c",
+    "a3c",
+    "algos",
+    "apex",
+    "axes",
+    "blocks",
+    "dqn",
+    "envs",
+    "gorila",
+    "greedy_returns",
+    "impala",
+    "load_run",
+    "losses",
+    "networks",
+    "parallel",
+    "platform",
+    "ppo",
+    "replay",
+    "runner",
+    "sac",
+    "train",
+]
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"jaxrl_par.{name}")
-    if name in _ATTRIBUTES:
-        module, attr = _ATTRIBUTES[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'jaxrl_par' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'jaxrl_par' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,18 +11,16 @@ import threading
 
 import numpy as np
 
-from jaxrl_par import (  # no gymnax here: hosts must join before it is imported
-    algos,
-    cpu_threads,
-    interrupt,
-)
+from jaxrl_par import algos  # no gymnax here: hosts must join before it is imported
 from jaxrl_par.algos.config import apply_overrides
+from jaxrl_par.platform import cpu_threads
+from jaxrl_par.runner import interrupt
 
 CPU_THREADS_HELP = ("threads XLA runs a program's kernels on, on CPU: auto (default) is one, "
                     "which runs small RL programs fastest, or XLA's one per core when "
                     "programs run at once from host threads (--async-workers, "
                     "--actor-learner, @threads); 'default' is XLA's; N is N. An NPROC in "
-                    "the environment is kept under auto (jaxrl_par/cpu_threads.py)")
+                    "the environment is kept under auto (jaxrl_par/platform/cpu_threads.py)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -296,7 +294,7 @@ def _config_file(path: str, algo: str) -> object:
     as (``Config.LEGACY_VALUES``)."""
     import dataclasses
 
-    from jaxrl_par import runs
+    from jaxrl_par.runner import runs
 
     try:
         with open(path) as f:
@@ -458,7 +456,7 @@ def cmd_train(args) -> int:
 
     from jaxrl_par import axes
     from jaxrl_par.algos import hyper
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     if args.eval_envs < 0:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
@@ -515,7 +513,7 @@ def cmd_train(args) -> int:
         mesh_kw = {"async_workers": True}
     pbt = None
     if args.pbt is not None:
-        from jaxrl_par.pbt import PBT
+        from jaxrl_par.runner.pbt import PBT
 
         pbt = PBT(interval=args.pbt)
     during = ({"eval_envs": args.eval_envs, "eval_every": args.eval_every}
@@ -562,7 +560,7 @@ def cmd_train(args) -> int:
         summary["stop_signal"] = stop_signal.name
     greedy = ""
     if args.eval_envs:
-        from jaxrl_par.evaluate import greedy_returns
+        from jaxrl_par.runner.evaluation import greedy_returns
 
         last = result.metrics.get("greedy_return")
         if last is not None and last.size and not np.isnan(last[:, -1]).any():
@@ -636,7 +634,7 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
 
 
 def cmd_compare(args) -> int:
-    from jaxrl_par import compare
+    from jaxrl_par.runner import compare
 
     if args.seeds < 1:
         raise ValueError(f"--seeds={args.seeds}: give the number of seeds, >= 1")
@@ -721,8 +719,8 @@ def _finished_rows(args, summary: dict) -> list[dict]:
 
 
 def cmd_eval(args) -> int:
-    from jaxrl_par.evaluate import greedy_returns
-    from jaxrl_par.runs import load_run
+    from jaxrl_par.runner.evaluation import greedy_returns
+    from jaxrl_par.runner.runs import load_run
 
     if args.eval_envs < 1:
         raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1")
@@ -764,7 +762,8 @@ def cmd_eval(args) -> int:
 
 def cmd_list(args) -> int:
     _import_modules(args.imports)
-    from jaxrl_par import compare, envs
+    from jaxrl_par import envs
+    from jaxrl_par.runner import compare
 
     print("algorithms (and the runtimes `jaxrl-par compare` can run them with):")
     for name, (_, desc) in sorted(algos.ALGORITHMS.items()):
@@ -813,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
     A Ctrl-C or SIGTERM while nothing is in flight (importing, compiling, evaluating)
     stops the command with a line instead of a traceback, and exit code 130 or 143 (also
     when Python dropped the signal's exception: ``interrupt.raise_pending``);
-    during training the runner finishes its chunk first (``jaxrl_par.interrupt``).
+    during training the runner finishes its chunk first (``jaxrl_par.runner.interrupt``).
     SIGTERM raises here instead of killing the process (``interrupt.raise_terminated``),
     so that cleanup runs: a log dir that the run created and did not write to is removed
     again.

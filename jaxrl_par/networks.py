@@ -17,10 +17,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par import activations
-from jaxrl_par.layers import Conv, Dense
+from jaxrl_par.platform import activations
+from jaxrl_par.platform.layers import Conv, Dense
 
-# tanh: jnp.tanh to float32 rounding, faster on XLA:CPU (jaxrl_par.activations).
+# tanh: jnp.tanh to float32 rounding, faster on XLA:CPU (jaxrl_par.platform.activations).
 ACTIVATIONS: dict[str, Callable] = {"tanh": activations.tanh, "relu": nn.relu, "gelu": nn.gelu}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jaxrl_par import interrupt
+from jaxrl_par.runner import interrupt
 
 #: ``(handler, the exception it raises)`` of the CLI's raising signal handlers, for
 #: ``pytest.mark.parametrize("handler, raised", HANDLERS)``.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 
 class Killed(Exception):

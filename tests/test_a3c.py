@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import checkpoint
 from jaxrl_par.algos import a2c, a3c, ppo
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.train import train
+from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner.training import train
 
 TINY = {"num_workers": 3, "num_envs": 2, "num_steps": 4, "total_timesteps": 3 * 2 * 4 * 10,
         "hidden_sizes": (8,)}

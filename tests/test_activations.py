@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import activations, networks
+from jaxrl_par import networks
+from jaxrl_par.platform import activations
 
 
 def _points():

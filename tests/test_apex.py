@@ -9,9 +9,9 @@ from killed import train_killed_after
 from test_dqn import PROBE_VALUES, algo_q, q_values, run
 
 from jaxrl_par.algos import apex
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.qlearning import batch_td_error
-from jaxrl_par.train import train
+from jaxrl_par.losses.qlearning import batch_td_error
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 SMALL = dict(env="CartPole-v1", num_actors=8, num_steps=4, buffer_size=4_096, batch_size=32,
              learner_steps_per_iteration=1, learning_starts=64, hidden_sizes=(32,),

@@ -12,8 +12,8 @@ import pytest
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
 from jaxrl_par.envs import brax_envs
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 PENDULUM = "brax:inverted_pendulum:positional"
 

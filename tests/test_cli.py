@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 from dropped import drop_signal
 
-from jaxrl_par import checkpoint, cli, cpu_threads, interrupt
+from jaxrl_par import cli
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.runs import config_from_record, load_run, read_metrics
+from jaxrl_par.platform import cpu_threads
+from jaxrl_par.runner import checkpoint, interrupt
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.runs import config_from_record, load_run, read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -103,7 +105,7 @@ def test_load_run_errors_name_the_problem(tmp_path):
                                     "hidden_sizes": [32, 16], "axis_name": "data"})
     assert name == "dqn" and cfg.hidden_sizes == (32, 16) and cfg.axis_name is None
     # Arrays that fit neither one device's state nor a mesh's [S, D, ...] form of it.
-    from jaxrl_par.train import config_record
+    from jaxrl_par.runner.training import config_record
 
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
@@ -118,8 +120,8 @@ def test_load_run_errors_name_the_problem(tmp_path):
 def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
     """The template is shapes only (nothing allocated twice), checked against free memory
     first; then the state read equals the one saved, PRNG keys included."""
-    from jaxrl_par import memory
-    from jaxrl_par.train import config_record
+    from jaxrl_par.runner import memory
+    from jaxrl_par.runner.training import config_record
 
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
@@ -195,7 +197,7 @@ def _cfg(argv):
 def test_cli_config_file_then_flags_on_top(tmp_path):
     """--config takes a run's config.json (what train writes into its log dir) or a plain
     object of fields; --env, --total-timesteps and --set apply on top of it."""
-    from jaxrl_par import train as train_mod
+    from jaxrl_par.runner import training as train_mod
 
     run_cfg = ppo.Config(env="Acrobot-v1", num_envs=8, hidden_sizes=(32, 32),
                          learning_rate=1e-3, total_timesteps=8 * 128 * 3)
@@ -228,7 +230,7 @@ def test_cli_config_file_then_flags_on_top(tmp_path):
 
 
 def test_cli_config_file_errors_name_the_problem(tmp_path, capsys):
-    from jaxrl_par import train as train_mod
+    from jaxrl_par.runner import training as train_mod
 
     written = tmp_path / "config.json"
     written.write_text(json.dumps({"config": train_mod.config_record(ppo.make(ppo.Config()))}))
@@ -308,7 +310,7 @@ def test_optional_number_fields_parse_as_numbers():
 def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
     """A run that Ctrl-C or SIGTERM stopped (`TrainResult.interrupted`) exits with the
     shell's code for that signal, marks the JSON and says how to continue."""
-    from jaxrl_par.train import TrainResult
+    from jaxrl_par.runner.training import TrainResult
 
     def interrupted_train(algo, seeds, **kw):
         return TrainResult(state=None, metrics={"episode_return": np.full((1, 3), 20.0)},
@@ -316,7 +318,7 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
                            compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
                            interrupted=True, stop_signal=signum)
 
-    monkeypatch.setattr("jaxrl_par.train.train", interrupted_train)  # cmd_train imports it
+    monkeypatch.setattr("jaxrl_par.runner.training.train", interrupted_train)  # cmd_train imports it
     assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--no-compile-cache"]) == code
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
@@ -357,7 +359,7 @@ def test_cli_stopped_while_compiling_says_so_and_cleans_up(tmp_path, signum, cod
 def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
     """A run too short for any episode to end has no final return: null in the JSON
     (it printed NaN, which strict JSON readers reject) and said so in words."""
-    from jaxrl_par.train import TrainResult
+    from jaxrl_par.runner.training import TrainResult
 
     def unfinished_train(algo, seeds, **kw):
         return TrainResult(state=None, metrics={"episode_return": np.full((2, 3), np.nan)},
@@ -365,7 +367,7 @@ def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
                            compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
                            updates_run=3)
 
-    monkeypatch.setattr("jaxrl_par.train.train", unfinished_train)
+    monkeypatch.setattr("jaxrl_par.runner.training.train", unfinished_train)
     assert main(["train", "ppo", "--json", "--seeds", "2", "--no-compile-cache"]) == 0
     out, err = capsys.readouterr()
 
@@ -381,7 +383,7 @@ def test_cli_json_is_strict_when_no_episode_finished(monkeypatch, capsys):
 def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys):
     """A --resume of a finished run trained nothing (`updates_run == 0`): the line says
     so instead of "0 steps/s", and the JSON is marked."""
-    from jaxrl_par.train import TrainResult
+    from jaxrl_par.runner.training import TrainResult
 
     def finished_train(algo, seeds, **kw):
         return TrainResult(state=None, metrics={"episode_return": np.full((1, 3), 20.0)},
@@ -389,7 +391,7 @@ def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys
                            compile_seconds=0.0, train_seconds=0.0, steps_per_second=0.0,
                            updates_run=0)
 
-    monkeypatch.setattr("jaxrl_par.train.train", finished_train)
+    monkeypatch.setattr("jaxrl_par.runner.training.train", finished_train)
     assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--resume",
                  "--no-compile-cache"]) == 0
     out, err = capsys.readouterr()
@@ -399,7 +401,7 @@ def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys
 
 
 def test_mesh_leaves_to_one_device_and_back():
-    from jaxrl_par.runs import mesh_leaf, one_device_leaf
+    from jaxrl_par.runner.runs import mesh_leaf, one_device_leaf
 
     rng = np.random.default_rng(0)
     params = rng.normal(size=(3, 5))  # [S, ...], replicated over 2 shards

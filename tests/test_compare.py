@@ -1,4 +1,4 @@
-"""``jaxrl_par.compare`` and ``jaxrl-par compare``: paradigms side by side."""
+"""``jaxrl_par.runner.compare`` and ``jaxrl-par compare``: paradigms side by side."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from dropped import HANDLERS, drop_signal
 
-from jaxrl_par import algos, compare, interrupt
-from jaxrl_par.compare import Entry
-from jaxrl_par.train import TrainResult, config_record, train
+from jaxrl_par import algos
+from jaxrl_par.runner import compare, interrupt
+from jaxrl_par.runner.compare import Entry
+from jaxrl_par.runner.training import TrainResult, config_record, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -215,7 +216,7 @@ def test_a_stop_python_dropped_between_entries_ends_the_comparison(handler, rais
         trained.append(algo)
         return train(algo, *args, **kwargs)
 
-    monkeypatch.setattr("jaxrl_par.train.train", recording_train)
+    monkeypatch.setattr("jaxrl_par.runner.training.train", recording_train)
 
     def on_row(row):
         handed.append(row.entry.name)

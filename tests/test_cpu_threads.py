@@ -1,4 +1,4 @@
-"""XLA:CPU's pool size (jaxrl_par.cpu_threads): set before jax starts, kept when the user
+"""XLA:CPU's pool size (jaxrl_par.platform.cpu_threads): set before jax starts, kept when the user
 or jax already chose, and the CLI's auto choice."""
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from jaxrl_par import cpu_threads
+from jaxrl_par.platform import cpu_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (named "tf_XLAEigen" by XLA) in this process.
 PROBE = """
 import os, sys
-from jaxrl_par import cpu_threads
+from jaxrl_par.platform import cpu_threads
 early = {early}
 asked = cpu_threads.limit(1) if early else None
 import jax, jax.numpy as jnp
@@ -79,7 +79,7 @@ def test_bad_settings_name_the_forms(setting):
 
 def test_runner_tips_once_about_a_pool_nobody_chose(monkeypatch, capsys):
     from jaxrl_par.algos import ppo
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     for name in cpu_threads.VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -103,7 +103,7 @@ def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
     """`devices(n)` asks XLA for n CPU devices in a fresh process; a count already in
     XLA_FLAGS is kept; once jax has started it changes nothing; a bad count is an error."""
     code = ("import json, os, jax\n"
-            "from jaxrl_par import cpu_threads\n"
+            "from jaxrl_par.platform import cpu_threads\n"
             "took = cpu_threads.devices(3)\n"
             "n = len(jax.devices())\n"
             "flags = os.environ['XLA_FLAGS']\n"
@@ -149,7 +149,7 @@ def test_a_request_after_jax_started_warns_and_says_why():
 
     with pytest.warns(UserWarning, match="jax has already started"):
         assert cpu_threads.limit(7) is False
-    with pytest.warns(UserWarning, match=r"devices\(7\).*importing jaxrl_par.train"):
+    with pytest.warns(UserWarning, match=r"devices\(7\).*importing jaxrl_par.runner.training"):
         assert cpu_threads.devices(7) is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")

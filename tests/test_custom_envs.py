@@ -15,8 +15,8 @@ import pytest
 
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

@@ -7,8 +7,8 @@ import pytest
 
 from jaxrl_par import envs
 from jaxrl_par.algos import dqn
-from jaxrl_par.evaluate import greedy_returns
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 # Small and fast: probes are solved in a few thousand steps.
 PROBE = dict(num_envs=8, num_steps=4, total_timesteps=6_000, buffer_size=2_000,

@@ -1,4 +1,4 @@
-"""Greedy evaluation (jaxrl_par.evaluate): per-seed returns of first episodes, one compile."""
+"""Greedy evaluation (jaxrl_par.runner.evaluation): per-seed returns of first episodes, one compile."""
 
 import types
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from dropped import HANDLERS, drop_signal
 
-from jaxrl_par import envs, interrupt
+from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.evaluate import _evaluator, greedy_returns
+from jaxrl_par.runner import interrupt
+from jaxrl_par.runner.evaluation import _evaluator, greedy_returns
 
 
 def fixed_policy(env_id, act):
@@ -86,7 +87,7 @@ def test_evaluation_during_training_leaves_training_alone(tmp_path):
     from killed import train_killed_after
 
     from jaxrl_par.algos import dqn
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     algo = dqn.make(dqn.Config(total_timesteps=1_200, learning_starts=300, batch_size=32,
                                buffer_size=1_000))  # 12 updates of 100 steps
@@ -105,7 +106,7 @@ def test_evaluation_during_training_leaves_training_alone(tmp_path):
     resumed = train(algo, [0, 1], num_chunks=6, progress=False, log_dir=log_dir, resume=True,
                     eval_envs=4, eval_every=4)
     np.testing.assert_array_equal(resumed.metrics["greedy_return"], greedy)
-    from jaxrl_par.runs import read_metrics
+    from jaxrl_par.runner.runs import read_metrics
 
     _, logged = read_metrics(log_dir)
     np.testing.assert_allclose(logged["greedy_return"], greedy, rtol=1e-6)
@@ -114,7 +115,7 @@ def test_evaluation_during_training_leaves_training_alone(tmp_path):
 
 def test_evaluation_settings_are_checked_before_compiling():
     from jaxrl_par.algos import dqn
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     algo = dqn.make(dqn.Config(total_timesteps=1_200))
     with pytest.raises(ValueError, match="eval_every=0; give an int >= 1"):

@@ -4,11 +4,11 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_par import checkpoint
 from jaxrl_par.algos import gorila
-from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.train import train
+from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 # 3 bundles x 2 envs x 4 steps = 24 env steps per update; 3 warm-up updates (a bundle
 # holds 24 transitions at its first gradient, of batch 16), 12 updates in all.

@@ -6,12 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import checkpoint
 from jaxrl_par.algos import a3c
 from jaxrl_par.envs import host
-from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.train import train
+from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 
 class Count(gym.Env):

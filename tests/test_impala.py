@@ -10,7 +10,7 @@ import pytest
 from jaxrl_par import envs
 from jaxrl_par.algos import impala
 from jaxrl_par.networks import ActorCritic
-from jaxrl_par.train import train
+from jaxrl_par.runner.training import train
 
 
 @pytest.mark.xla_optimized

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import layers
 from jaxrl_par.networks import ActorCritic, QNetwork, orthogonal
+from jaxrl_par.platform import layers
 
 # One shape per branch of weight_gradient_form and of layers.product (fan_out 2-4 as
 # columns on CPU), plus leading axes and a batch of one.

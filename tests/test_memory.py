@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxrl_par import memory
-from jaxrl_par import train as train_lib
 from jaxrl_par.algos import dqn
+from jaxrl_par.runner import memory
+from jaxrl_par.runner import training as train_lib
 
 
 class _Device:

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import microbatch
+from jaxrl_par.platform import microbatch
 
 
 @pytest.mark.parametrize("rows,chunk,expected", [

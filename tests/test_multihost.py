@@ -86,7 +86,7 @@ def _worker(port: int, process_id: int, out_dir: str) -> None:
 
     from jaxrl_par import axes, parallel
     from jaxrl_par.algos import ppo
-    from jaxrl_par.train import train
+    from jaxrl_par.runner.training import train
 
     cfg = ppo.Config(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1,
                      total_timesteps=4 * 8 * 2, hidden_sizes=(8, 8), max_grad_norm=1e6,

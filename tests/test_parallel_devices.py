@@ -20,8 +20,8 @@ from killed import train_killed_after
 from jaxrl_par import axes, envs, parallel
 from jaxrl_par.algos import apex, dqn, impala, ppo
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.runs import load_run
-from jaxrl_par.train import train
+from jaxrl_par.runner.runs import load_run
+from jaxrl_par.runner.training import train
 
 pytestmark = pytest.mark.skipif(
     jax.device_count() < 8, reason="needs 8 devices: run through tests/test_parallel.py"
@@ -179,7 +179,7 @@ def test_a_sweep_over_a_population_mesh_equals_the_sweep_on_one_device():
 def test_pbt_on_a_population_mesh_equals_pbt_on_one_device():
     """PBT's whole-state copies go across pop shards and come back in the mesh's layout;
     the steps and the training equal the same PBT run on one device."""
-    from jaxrl_par.pbt import PBT
+    from jaxrl_par.runner.pbt import PBT
 
     hparams = {"learning_rate": [1e-6, 3e-3, 1e-6, 1e-3]}
     sweep = ("learning_rate",)
@@ -501,7 +501,7 @@ def test_sac_on_2_devices_learns_the_rewarded_action():
     temperature's) moves its greedy action to ProbeContinuous's 0.5; the runner checks
     that both learners stayed identical."""
     from jaxrl_par.algos import sac
-    from jaxrl_par.evaluate import greedy_returns
+    from jaxrl_par.runner.evaluation import greedy_returns
 
     cfg = sac.Config(env="ProbeContinuous-v0", num_envs=4, num_steps=8, total_timesteps=4_000,
                      learning_starts=256, batch_size=64, hidden_sizes=(16,),

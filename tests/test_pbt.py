@@ -1,4 +1,4 @@
-"""Population based training over a sweep's lanes (jaxrl_par.pbt)."""
+"""Population based training over a sweep's lanes (jaxrl_par.runner.pbt)."""
 
 import json
 import os
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
-from jaxrl_par import pbt as pbt_lib
 from jaxrl_par.algos import ppo
-from jaxrl_par.pbt import PBT
-from jaxrl_par.train import train
+from jaxrl_par.runner import pbt as pbt_lib
+from jaxrl_par.runner.pbt import PBT
+from jaxrl_par.runner.training import train
 
 TINY = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2,
         "total_timesteps": 4 * 16 * 8}

@@ -8,9 +8,9 @@ import pytest
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
-from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.networks import ActorCritic
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 
 @pytest.mark.xla_optimized
@@ -184,7 +184,7 @@ def test_obs_normalisation_tracks_statistics():
 def test_obs_statistics_of_byte_observations_equal_their_float_values():
     # uint8 observations (MinAtar's) fold into the running statistics as their float
     # values: squaring them as uint8 would wrap around above 15.
-    from jaxrl_par.normalization import init_stats, update_stats
+    from jaxrl_par.blocks.normalization import init_stats, update_stats
 
     x = jax.random.randint(jax.random.key(0), (64, 3), 0, 256).astype(jnp.uint8)
     got = update_stats(init_stats((3,)), x)
@@ -216,10 +216,10 @@ def test_max_grad_norm_zero_turns_clipping_off():
 
 
 def test_chunked_minibatch_gradient_equals_whole(monkeypatch):
-    """On CPU a large minibatch is differentiated in chunks (``jaxrl_par.microbatch``):
+    """On CPU a large minibatch is differentiated in chunks (``jaxrl_par.platform.microbatch``):
     each chunk's loss is its share of the minibatch mean, so two updates match the
     whole-minibatch ones (here 512-row minibatches, in 4 chunks of 128)."""
-    from jaxrl_par import microbatch
+    from jaxrl_par.platform import microbatch
 
     cfg = ppo.Config(num_envs=16, num_steps=64, num_minibatches=2, update_epochs=2,
                      total_timesteps=16 * 64 * 2)

@@ -7,8 +7,8 @@ import pytest
 
 from jaxrl_par import envs, replay
 from jaxrl_par.algos import q_common
-from jaxrl_par.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
-from jaxrl_par.qlearning import (
+from jaxrl_par.blocks.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
+from jaxrl_par.losses.qlearning import (
     NStepCarry,
     batch_td_error,
     double_q_learning,

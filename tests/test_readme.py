@@ -7,8 +7,8 @@ import re
 import jax
 import numpy as np
 
-from jaxrl_par import lru
-from jaxrl_par import train as train_mod
+from jaxrl_par.runner import lru
+from jaxrl_par.runner import training as train_mod
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 BUDGET = "total_timesteps=500_000"
@@ -27,7 +27,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     assert code.count(BUDGET) == 2 and code.count(SECOND_TRAIN) == 1  # the runs, the sweep
     code = code.replace(BUDGET, "total_timesteps=4 * 128 * 6")  # 6 updates
     first, rest = code.split(SECOND_TRAIN)
-    second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runs import")
+    second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runner.runs import")
     monkeypatch.chdir(tmp_path)  # the example writes runs/cartpole
     # Count compiles from a cold program cache, so no earlier test's program is reused.
     monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
@@ -45,7 +45,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     before = len(compiled)
     exec(second, ns)  # noqa: S102
     assert len(compiled) == before  # "same algo object and seed count: no recompile"
-    exec("from jaxrl_par.runs import" + last, ns)  # noqa: S102
+    exec("from jaxrl_par.runner.runs import" + last, ns)  # noqa: S102
 
     result, run = ns["result"], ns["run"]
     updates = ns["algo"].num_updates

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par.returns import GAE_METHODS, gae_advantages, vtrace
+from jaxrl_par.losses.returns import GAE_METHODS, gae_advantages, vtrace
 
 
 def gae_reference(r, v, boot, term, done, gamma, lam):

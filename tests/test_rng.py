@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_par import rng
+from jaxrl_par.platform import rng
 
 
 def _draws(key):

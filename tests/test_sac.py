@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from jaxrl_par.algos import sac
-from jaxrl_par.evaluate import greedy_returns
 from jaxrl_par.networks import TanhGaussian
-from jaxrl_par.train import train
+from jaxrl_par.runner.evaluation import greedy_returns
+from jaxrl_par.runner.training import train
 
 
 @pytest.mark.slow

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
-from jaxrl_par import checkpoint
 from jaxrl_par.algos import a3c, apex, dqn, gorila, hyper, impala, ppo, sac
 from jaxrl_par.cli import main
-from jaxrl_par.train import train
+from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner.training import train
 
 PPO_TINY = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2,
             "total_timesteps": 4 * 16 * 4}

@@ -13,11 +13,11 @@ import toy_algo
 from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
-from jaxrl_par import checkpoint, interrupt, lru, memory
-from jaxrl_par import train as train_mod
 from jaxrl_par.algos import ppo
-from jaxrl_par.lockfile import LogDirLock
-from jaxrl_par.train import choose_chunk, make_chunk_fn, train
+from jaxrl_par.runner import checkpoint, interrupt, lru, memory
+from jaxrl_par.runner import training as train_mod
+from jaxrl_par.runner.lockfile import LogDirLock
+from jaxrl_par.runner.training import choose_chunk, make_chunk_fn, train
 
 # The runner's mechanics are tested on `toy_algo` (compiles in ~1 s); PPO, whose per-env
 # random streams make these properties non-trivial, keeps the two the issue names
@@ -185,7 +185,8 @@ def test_inits_compiled_with_the_run_once_options_give_the_same_bits(name, env):
     the state XLA's default compile computes."""
     if not train_mod._compiler_takes_run_once_options():
         pytest.skip("this jaxlib takes no RUN_ONCE_OPTIONS: the runner passes none")
-    from jaxrl_par import algos, rng
+    from jaxrl_par import algos
+    from jaxrl_par.platform import rng
 
     module = algos.get(name)
     algo = module.make(module.Config(env=env))
@@ -328,7 +329,7 @@ def test_graceful_stop_hands_back_a_raising_sigterm_handler_as_sigterms_default(
     run once a compiled call returned. Within a GracefulStop it is restored on a normal
     exit, but after a first SIGTERM the default comes back, so a second ends the process
     at once."""
-    from jaxrl_par import interrupt
+    from jaxrl_par.runner import interrupt
 
     signal.signal(signal.SIGTERM, interrupt.raise_terminated)
     with interrupt.GracefulStop():
@@ -506,7 +507,7 @@ def test_a_run_recorded_before_normalize_rewards_loads_and_resumes_as_it_was(tmp
     in its state). A record that lacks the field loads with its legacy value (False). A
     resume at the default "auto" continues a discrete-action run (off there too); for
     continuous actions it is an error that names the setting that continues the run."""
-    from jaxrl_par.runs import load_run
+    from jaxrl_par.runner.runs import load_run
 
     cfg = ppo.Config(env=env, num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1,
                      total_timesteps=2 * 8 * 3, normalize_rewards=False)
@@ -615,8 +616,8 @@ def test_runs_in_32_bits_when_the_caller_enabled_x64(tmp_path):
     """With jax_enable_x64 on (as a scientific notebook may set it), training, the greedy
     evaluation and loading a run give what they give without it; tracing used to fail (a
     scan carry that turned float64). The caller's setting is left as it was."""
-    from jaxrl_par.evaluate import greedy_returns
-    from jaxrl_par.runs import load_run
+    from jaxrl_par.runner.evaluation import greedy_returns
+    from jaxrl_par.runner.runs import load_run
 
     cfg = ppo.Config(num_envs=4, num_steps=16, num_minibatches=2,
                      total_timesteps=4 * 16 * 3, normalize_obs=True)

@@ -1,6 +1,6 @@
 """A small real algorithm for the runner's tests: cheap to compile, stateful like PPO.
 
-The runner (`jaxrl_par.train`) knows algorithms only through `init`/`update`, so its
+The runner (`jaxrl_par.runner.training`) knows algorithms only through `init`/`update`, so its
 mechanics (chunking and masking, vmapped seeds, compiling once, reusing programs,
 checkpoint and resume, the NaN check) are tested on this: REINFORCE with a linear
 softmax policy on 4 CartPole envs, T = 4 steps per update, one Adam step. Its state has

@@ -62,11 +62,11 @@ from jaxrl_par.algos.base import (
     worker_copies,
 )
 from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
+from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 from jaxrl_par.envs import host
+from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
-from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
-from jaxrl_par.returns import GAE_METHODS
-from jaxrl_par.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 
 
 @dataclasses.dataclass(frozen=True)

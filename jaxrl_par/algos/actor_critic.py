@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_par.losses.returns import vtrace
 from jaxrl_par.networks import ActorCritic
-from jaxrl_par.returns import vtrace
 
 # What the loss reports, in this order.
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "importance_weight",

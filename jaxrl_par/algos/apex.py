@@ -62,8 +62,8 @@ from jaxrl_par.algos.q_common import (
     scan_flat,
     to_transitions,
 )
-from jaxrl_par.exploration import apex_epsilons
-from jaxrl_par.qlearning import (
+from jaxrl_par.blocks.exploration import apex_epsilons
+from jaxrl_par.losses.qlearning import (
     NStepCarry,
     Transition,
     batch_td_error,

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_par import algos, axes, envs, replay, rng
+from jaxrl_par import algos, axes, envs, replay
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, validate
@@ -39,13 +39,14 @@ from jaxrl_par.algos.q_common import (
     scan_flat,
     to_transitions,
 )
-from jaxrl_par.exploration import linear_epsilon
-from jaxrl_par.networks import QNetwork
-from jaxrl_par.qlearning import (
+from jaxrl_par.blocks.exploration import linear_epsilon
+from jaxrl_par.losses.qlearning import (
     NStepCarry,
     init_nstep_carry,
     q_loss,
 )
+from jaxrl_par.networks import QNetwork
+from jaxrl_par.platform import rng
 
 
 @dataclasses.dataclass(frozen=True)

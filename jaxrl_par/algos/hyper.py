@@ -237,7 +237,7 @@ def summarize(hparams: Mapping[str, Any], final_returns: Any, seeds: Sequence[in
     """One row per point of a sweep (as :func:`points` orders them): ``{"hparams":
     {name: value}, "seeds": [...], "final_return": mean, "final_return_std": std}``
     over the point's lanes that finished an episode (None where none did). With a
-    :class:`~jaxrl_par.train.TrainResult` ``r``: ``summarize(r.hparams,
+    :class:`~jaxrl_par.runner.training.TrainResult` ``r``: ``summarize(r.hparams,
     r.final_returns(), r.seeds)``."""
     final_returns = np.asarray(final_returns, np.float64)
     rows = []

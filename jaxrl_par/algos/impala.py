@@ -10,7 +10,7 @@ any other algorithm:
 * **Learner**: ``num_minibatches`` gradient steps per update over the actors'
   trajectories (minibatch ``m`` holds the whole unrolls of envs ``m, m + M, ...``). Each
   step computes V-trace targets ``v_s`` and advantages with its current parameters
-  (:func:`jaxrl_par.returns.vtrace`) and descends ``-rho_s A_s log pi(a_s | x_s) +
+  (:func:`jaxrl_par.losses.returns.vtrace`) and descends ``-rho_s A_s log pi(a_s | x_s) +
   vf_coef * 0.5 (v_s - V(x_s))^2 - ent_coef * H(pi(. | x_s))``.
 * The actors pull the learner's parameters every ``actor_sync_period`` learner steps.
   The policy lag of each trajectory (learner steps between the version that acted it
@@ -52,11 +52,11 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
+from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 from jaxrl_par.envs import host
+from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
-from jaxrl_par.normalization import RunningStats, init_reward_scaling, scale_rewards
-from jaxrl_par.returns import GAE_METHODS
-from jaxrl_par.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 
 
 @dataclasses.dataclass(frozen=True)

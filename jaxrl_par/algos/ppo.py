@@ -26,16 +26,11 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_par import axes, envs, microbatch, rng
+from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import RolloutSchedule, validate
-from jaxrl_par.networks import (
-    ActorCritic,
-    PolicyExtras,
-    make_policy,
-)
-from jaxrl_par.normalization import (
+from jaxrl_par.blocks.normalization import (
     RunningStats,
     init_reward_scaling,
     init_stats,
@@ -43,8 +38,14 @@ from jaxrl_par.normalization import (
     scale_rewards,
     update_stats,
 )
-from jaxrl_par.returns import GAE_METHODS, gae_advantages
-from jaxrl_par.rollouts import env_action, policy_rollout
+from jaxrl_par.blocks.rollouts import env_action, policy_rollout
+from jaxrl_par.losses.returns import GAE_METHODS, gae_advantages
+from jaxrl_par.networks import (
+    ActorCritic,
+    PolicyExtras,
+    make_policy,
+)
+from jaxrl_par.platform import microbatch, rng
 
 # What `loss_fn` reports; `update` returns their means over the update's minibatch steps.
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
@@ -55,7 +56,7 @@ class Config(RolloutSchedule):
     """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
 
     #: Fields added since runs were first recorded, each with the value that reproduces
-    #: the behaviour of a run whose recorded config lacks it (see ``jaxrl_par.runs``).
+    #: the behaviour of a run whose recorded config lacks it (see ``jaxrl_par.runner.runs``).
     LEGACY_VALUES: ClassVar[dict] = {"normalize_rewards": False}
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "gae_lambda", "clip_eps",
@@ -186,7 +187,7 @@ def make(config: Config) -> Algorithm:
         return normalize(stats, obs) if cfg.normalize_obs else obs
 
     def rollout(state: State, key: jax.Array):
-        """Acts ``num_steps`` times (:func:`jaxrl_par.rollouts.policy_rollout`). Returns
+        """Acts ``num_steps`` times (:func:`jaxrl_par.blocks.rollouts.policy_rollout`). Returns
         the final env state and ``[T, N]`` records ``(obs, action, extras, ts)``."""
         env_state, (obs, action, log_prob, ts) = policy_rollout(
             local_env(),
@@ -216,7 +217,7 @@ def make(config: Config) -> Algorithm:
     def loss_fn(params, mb: Batch, rows: int, hp):
         """The PPO loss and its parts over ``mb``'s rows, each a sum over them divided by
         ``rows`` (the minibatch size): a mean over a whole minibatch, and over a chunk of
-        it that chunk's share of the mean (see ``jaxrl_par.microbatch``). ``hp``: the
+        it that chunk's share of the mean (see ``jaxrl_par.platform.microbatch``). ``hp``: the
         lane's hyperparameters (:func:`hyper.view`)."""
         dist, value = network.apply(params, mb.obs)
         log_prob = dist.log_prob(mb.action)

@@ -13,9 +13,9 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import envs
 from jaxrl_par.algos.config import algorithm_name
-from jaxrl_par.exploration import epsilon_greedy_from_draws, exploration_draws
+from jaxrl_par.blocks.exploration import epsilon_greedy_from_draws, exploration_draws
+from jaxrl_par.losses.qlearning import LOSSES, NStepCarry, QFn, Transition, nstep_with_carry
 from jaxrl_par.networks import ACTIVATIONS
-from jaxrl_par.qlearning import LOSSES, NStepCarry, QFn, Transition, nstep_with_carry
 
 
 def check_q_config(cfg, lanes: str) -> None:

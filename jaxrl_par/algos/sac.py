@@ -27,12 +27,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_par import axes, envs, replay, rng
+from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, validate
+from jaxrl_par.blocks.rollouts import policy_rollout
 from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
-from jaxrl_par.rollouts import policy_rollout
+from jaxrl_par.platform import rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,7 @@ class State:
 
 class _Exploring(NamedTuple):
     """The acting distribution: uniform over the box before ``learning_starts``, the
-    policy after (as :func:`jaxrl_par.rollouts.policy_rollout` uses it: the same
+    policy after (as :func:`jaxrl_par.blocks.rollouts.policy_rollout` uses it: the same
     standard normal noise, mapped through the normal CDF for the uniform draw)."""
 
     policy: object

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_par import axes, rng
+from jaxrl_par import axes
+from jaxrl_par.platform import rng
 
 #: From this many copies on, `VecEnv.step` hands the reset keys to the environment as
 #: `rng.rolled_keys` (same bits). gymnax's CartPole reset draws 4 uniforms and builds its

@@ -35,10 +35,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxrl_par import lru
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel import packing
+from jaxrl_par.runner import lru
 
 PARTS = ("split", "actor", "learner", "join")
 

@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import cpu_threads
 from jaxrl_par.algos.base import ASYNC_PARTS, Algorithm, combine_worker_metrics
 from jaxrl_par.algos.config import algorithm_name
+from jaxrl_par.platform import cpu_threads
 
 SCHEDULES = ("threads", "round_robin")
 
@@ -115,7 +115,7 @@ class AsyncWorkers:
         if self.concurrent and shared_cpu and cpu_threads.chosen() == 1:
             warnings.warn(
                 "async_workers: XLA:CPU's pool has one thread (NPROC=1, e.g. from "
-                "jaxrl_par.cpu_threads.limit()), so workers that share a CPU device take "
+                "jaxrl_par.platform.cpu_threads.limit()), so workers that share a CPU device take "
                 "turns instead of running at once; start the process without it (the "
                 "CLI's --cpu-threads auto leaves it for --async-workers)", stacklevel=2)
 

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par.checkpoint import is_key
+from jaxrl_par.runner.checkpoint import is_key
 
 Packed = tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]  # (flat per dtype, keys)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par import rng
+from jaxrl_par.platform import rng
 from jaxrl_par.replay import checks
 from jaxrl_par.replay import storage as storage_lib
 from jaxrl_par.replay.types import Buffer, PyTree, Sample

@@ -14,7 +14,7 @@ in BENCHMARKS.md).
 :func:`unrolled_threefry` is a context manager that lowers the hash unrolled on CPU while
 it is active, with jax's own unrolled rule (the one jax uses on other platforms), so the
 bits do not change (tested), and with an optimization barrier on each hash's output. It
-is scoped, not a global switch: ``jaxrl_par.train`` and the benchmarks' builds of our
+is scoped, not a global switch: ``jaxrl_par.runner.training`` and the benchmarks' builds of our
 programs compile inside it, and nothing else in the process is touched (a peer
 benchmarked side by side compiles jax's default). If a future jax moves the private names
 it relies on, it does nothing.

@@ -19,10 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import envs, interrupt
+from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.envs import host
-from jaxrl_par.precision import float32
+from jaxrl_par.runner import interrupt
+from jaxrl_par.runner.precision import float32
 
 
 @functools.lru_cache(maxsize=16)

@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import checkpoint
 from jaxrl_par.algos import hyper
+from jaxrl_par.runner import checkpoint
 
 
 @dataclasses.dataclass(frozen=True)

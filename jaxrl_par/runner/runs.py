@@ -21,10 +21,11 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxrl_par import algos, checkpoint, envs, memory
+from jaxrl_par import algos, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.precision import float32
+from jaxrl_par.runner import checkpoint, memory
+from jaxrl_par.runner.precision import float32
 
 
 class LoadedRun(NamedTuple):
@@ -141,7 +142,7 @@ def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     Raises:
       FileNotFoundError: ``log_dir`` holds no ``metrics.jsonl``.
     """
-    from jaxrl_par.train import METRICS
+    from jaxrl_par.runner.training import METRICS
 
     path = os.path.join(log_dir, METRICS)
     if not os.path.exists(path):
@@ -245,7 +246,7 @@ def load_run(log_dir: str) -> LoadedRun:
       ValueError: the checkpoint has no config record (written before checkpoints kept
         one), or its arrays do not fit the algorithm the record describes.
     """
-    from jaxrl_par.train import CHECKPOINT, seed_keys
+    from jaxrl_par.runner.training import CHECKPOINT, seed_keys
 
     path = os.path.join(log_dir, CHECKPOINT)
     if not os.path.exists(path):

@@ -15,7 +15,7 @@ Each entry is an algorithm and the way its work is spread (its runtime), written
   ``dqn:prioritized=true``, ``ppo@devices=2:num_envs=8``, so that one algorithm can be
   compared with itself under other settings.
 
-Every entry trains the same seeds with :func:`jaxrl_par.train.train` and is reported in
+Every entry trains the same seeds with :func:`jaxrl_par.runner.training.train` and is reported in
 one row: its final return (as ``train`` reports it), env steps/s, compile and training
 seconds, and, for a ``target`` return, the env steps and the wall-clock seconds it took
 to reach it: sample efficiency and speed apart. The wall-clock curve is measured at the
@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_par import algos, interrupt
+from jaxrl_par import algos
 from jaxrl_par.algos.config import apply_overrides
+from jaxrl_par.runner import interrupt
 
 RUNTIMES = ("program", "threads", "actor-learner", "devices")
 
@@ -222,7 +223,7 @@ def entry_config(entry: Entry, env_id: str, total_timesteps: int | None = None,
 
 def update_seconds(result) -> np.ndarray:
     """``[U]`` wall seconds of training at the end of each update of ``result`` (a
-    :class:`~jaxrl_par.train.TrainResult`): measured at chunk ends, interpolated within
+    :class:`~jaxrl_par.runner.training.TrainResult`): measured at chunk ends, interpolated within
     chunks; NaN for updates a resumed run did before this call."""
     n = len(result.env_steps)
     first = n - result.updates_run  # updates a resumed run had done before this call
@@ -309,7 +310,7 @@ class Row:
 def row_of(entry: Entry, env_id: str, result, target: float | None = None,
            greedy: np.ndarray | None = None, devices: int | None = None,
            config: dict[str, Any] | None = None, curve_points: int = 200) -> Row:
-    """The :class:`Row` of ``entry`` from its :class:`~jaxrl_par.train.TrainResult`
+    """The :class:`Row` of ``entry`` from its :class:`~jaxrl_par.runner.training.TrainResult`
     (trained on ``devices`` devices; default :attr:`Entry.devices_needed`)."""
     per_seed = result.final_returns()
     env_steps = np.asarray(result.env_steps)
@@ -412,11 +413,11 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
         other settings is an error naming them. Interrupted rows are trained again.
 
     A Ctrl-C or SIGTERM during an entry's training stops after its chunk (as
-    :func:`~jaxrl_par.train.train` does); that row is marked ``interrupted`` and no
+    :func:`~jaxrl_par.runner.training.train` does); that row is marked ``interrupted`` and no
     later entry runs.
     """
-    from jaxrl_par.evaluate import greedy_returns
-    from jaxrl_par.train import config_record, train
+    from jaxrl_par.runner.evaluation import greedy_returns
+    from jaxrl_par.runner.training import config_record, train
 
     entries = [Entry.parse(e) if isinstance(e, str) else e for e in entries]
     if not entries:
@@ -516,7 +517,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
 
 
 def _runtime_kwargs(entry: Entry) -> dict[str, Any]:
-    """What :func:`~jaxrl_par.train.train` takes to run ``entry``'s runtime."""
+    """What :func:`~jaxrl_par.runner.training.train` takes to run ``entry``'s runtime."""
     return {"threads": {"async_workers": True}, "actor-learner": {"actor_learner": True},
             "devices": {"devices": entry.devices}}.get(entry.runtime, {})
 

@@ -20,7 +20,7 @@ when JAX creates its CPU client: on the first use of a device (importing gymnax 
 :func:`limit` must therefore run before that; the CLI calls it for its runs
 (``--cpu-threads``), and a Python user calls it first thing::
 
-    from jaxrl_par import cpu_threads
+    from jaxrl_par.platform import cpu_threads
     cpu_threads.limit()          # before anything runs on a device
     cpu_threads.devices(2)       # optional: a CPU device per core, for train(..., devices=2)
 """
@@ -53,7 +53,7 @@ def chosen() -> int | None:
     return None
 
 
-_TOO_LATE = ("jax has already started in this process (importing jaxrl_par.train, "
+_TOO_LATE = ("jax has already started in this process (importing jaxrl_par.runner.training, "
              "jaxrl_par.envs or gymnax starts it), so this has no effect; call it first "
              "thing, before those imports, or restart the kernel")
 
@@ -165,7 +165,7 @@ def per_core_hint_once(algo: str, num_envs: int) -> str | None:
     return (f"jaxrl_par: tip: this CPU has {cores} cores; a CPU device per core would split "
             f"the {num_envs} envs over them (the same updates up to float rounding; PPO, A2C "
             f"and IMPALA ran 1.4-2x faster so from 64 envs on 2 cores): the CLI's --devices "
-            f"{cores}, or jaxrl_par.cpu_threads.devices({cores}) before jax starts and "
+            f"{cores}, or jaxrl_par.platform.cpu_threads.devices({cores}) before jax starts and "
             f"train(..., devices={cores}) with Config(axis_name=jaxrl_par.axes.DATA)")
 
 
@@ -215,5 +215,5 @@ def hint_once() -> str | None:
         return None
     _hinted = True
     return (f"jaxrl_par: tip: XLA:CPU runs this on its default {cores} threads; one thread is "
-            "usually faster for RL programs: call jaxrl_par.cpu_threads.limit() before jax "
+            "usually faster for RL programs: call jaxrl_par.platform.cpu_threads.limit() before jax "
             "starts (the CLI's --cpu-threads auto does)")

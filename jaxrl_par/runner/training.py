@@ -31,12 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, checkpoint, cpu_threads, envs, interrupt, lockfile, lru, memory, rng
-from jaxrl_par import pbt as pbt_lib
+from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.algos.config import algorithm_name
-from jaxrl_par.precision import float32
+from jaxrl_par.platform import cpu_threads, rng
+from jaxrl_par.runner import checkpoint, interrupt, lockfile, lru, memory
+from jaxrl_par.runner import pbt as pbt_lib
+from jaxrl_par.runner.precision import float32
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
@@ -330,7 +332,7 @@ def _check_log_dir(log_dir: str | None, resume: bool) -> None:
 
 def _one_run_per_log_dir(train_fn):
     """``train_fn`` run while its process holds the ``log_dir`` it writes
-    (:class:`jaxrl_par.lockfile.LogDirLock`): a second run on the same log dir fails at
+    (:class:`jaxrl_par.runner.lockfile.LogDirLock`): a second run on the same log dir fails at
     once instead of interleaving its logs and checkpoints with the first's."""
     @functools.wraps(train_fn)
     def locked(*args, **kwargs):
@@ -372,14 +374,14 @@ def train(
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
         and ``checkpoint.npz`` (after every chunk). One run at a time: a log dir that
-        another process is training in is an error (:mod:`jaxrl_par.lockfile`).
+        another process is training in is an error (:mod:`jaxrl_par.runner.lockfile`).
       resume: continue from ``log_dir``'s checkpoint if there is one (needs ``log_dir``).
         Without it, a ``log_dir`` that already holds a run is an error: a fresh run
         never overwrites another's logs and checkpoint.
       progress: show a tqdm progress bar.
       callback: ``callback(updates_done, chunk_metrics)`` after each chunk (numpy rows;
         like all of ``train`` it runs with ``jax_enable_x64`` off, see
-        :mod:`jaxrl_par.precision`).
+        :mod:`jaxrl_par.runner.precision`).
       chunk_fn_factory: replaces :func:`make_chunk_fn` (``jaxrl_par.parallel`` uses it to
         shard the chunk over a device mesh).
       devices: train on a ``('pop', 'data')`` mesh of this many devices (or these
@@ -393,7 +395,7 @@ def train(
         that the data-parallel replicas did not diverge.
       check_memory: before compiling, check from its shapes that the state (all seeds,
         replay buffers included) fits in the memory free on its devices, and raise a
-        ``ValueError`` naming its largest parts if not (:mod:`jaxrl_par.memory`).
+        ``ValueError`` naming its largest parts if not (:mod:`jaxrl_par.runner.memory`).
       actor_learner: run a pipelined algorithm's actors and learner at the same time,
         the actors on one device and the learner (replay included) on another: ``True``
         for the first two local devices, or ``(learner_device, actor_device)``. Needs an
@@ -415,7 +417,7 @@ def train(
         :func:`jaxrl_par.algos.hyper.grid` makes every seed at every point of a grid. A
         swept field left out keeps the config's value. A resumed run takes its values
         from the checkpoint (given ones must equal them).
-      pbt: population based training over the sweep's lanes (:class:`jaxrl_par.pbt.PBT`):
+      pbt: population based training over the sweep's lanes (:class:`jaxrl_par.runner.pbt.PBT`):
         every ``pbt.interval`` updates (then the chunk size) the worst lanes copy the
         best ones' states and perturb their values. ``hparams`` are then the initial
         values; ``TrainResult.hparams`` the final ones, and ``metrics["hparams/NAME"]``
@@ -423,7 +425,7 @@ def train(
       eval_envs: if > 0, evaluate the policy greedily during training: after every
         ``eval_every``-th chunk (counted from the run's start) and after the last, one
         episode in each of ``eval_envs`` envs per lane
-        (:func:`jaxrl_par.evaluate.greedy_returns`, the same start states each time).
+        (:func:`jaxrl_par.runner.evaluation.greedy_returns`, the same start states each time).
         The results are ``metrics["greedy_return"]`` (and in ``metrics.jsonl``) at the
         chunk's last update, NaN at the others. The time it takes (its compile
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
@@ -601,7 +603,7 @@ def train(
     chunk_seconds: list[float] = []
     eval_seconds = 0.0
     postfix: dict[str, str] = {}  # the progress bar's returns
-    # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.interrupt); not across
+    # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.runner.interrupt); not across
     # hosts. The bar closes however the loop ends.
     with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
           bar if bar is not None else contextlib.nullcontext()):
@@ -707,7 +709,7 @@ def _evaluate_chunk(algo: Algorithm, state, sharded, eval_envs: int, lanes: int,
                     n_valid: int, *, due: bool, on_main: bool) -> np.ndarray:
     """``[S, n_valid]`` float64: NaN, and in the last column the lanes' greedy returns
     when ``due`` (a mesh's state is gathered by every process, evaluated by the first)."""
-    from jaxrl_par.evaluate import greedy_returns
+    from jaxrl_par.runner.evaluation import greedy_returns
 
     out = np.full((lanes, n_valid), np.nan)
     if not due:
@@ -722,7 +724,7 @@ def _evaluate_chunk(algo: Algorithm, state, sharded, eval_envs: int, lanes: int,
 
 
 def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
-    """One exploit/explore step after ``done_updates`` updates (see :mod:`jaxrl_par.pbt`);
+    """One exploit/explore step after ``done_updates`` updates (see :mod:`jaxrl_par.runner.pbt`);
     appends the decision to ``log_dir/pbt.jsonl``. Returns the state and lanes' values."""
     score = pbt_lib.scores(rows, pbt.metric)
     source, new = pbt_lib.exploit_explore(pbt, score, current,
@@ -777,7 +779,7 @@ def _layout(data_shards: int | None) -> str:
 def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys: jax.Array,
               say: bool) -> Callable:
     """The ``checkpoint.load`` reshape that resumes a run saved on ``saved`` data shards on
-    ``now`` (``None``: one device), through one device's layout (``jaxrl_par.runs``). For
+    ``now`` (``None``: one device), through one device's layout (``jaxrl_par.runner.runs``). For
     PPO the result is exact (data parallelism gives the one-device run); per-shard replay
     buffers (DQN, Ape-X) cannot be split or merged, so a warning says that every new shard
     starts from shard 0's buffer.
@@ -786,7 +788,7 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
       ValueError: the algorithm is not one of ``jaxrl_par.algos`` (its one-device layout
         is unknown), naming both layouts.
     """
-    from jaxrl_par import runs
+    from jaxrl_par.runner import runs
 
     try:
         name, cfg = runs.config_from_record(record)
@@ -807,8 +809,8 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
 def _absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
     """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
     JSON value like ``config_record``'s, and the names in the config's
-    ``LEGACY_VALUES`` (see :func:`jaxrl_par.runs.legacy_values`)."""
-    from jaxrl_par import runs
+    ``LEGACY_VALUES`` (see :func:`jaxrl_par.runner.runs.legacy_values`)."""
+    from jaxrl_par.runner import runs
 
     cfg = algo.config
     if not dataclasses.is_dataclass(cfg):
@@ -874,7 +876,7 @@ def _append_rows(path, rows, first_update, steps_per_update):
 def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.ndarray]]:
     """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays
     and, with ``rewrite``, drops the rows written after the checkpoint."""
-    from jaxrl_par import runs
+    from jaxrl_par.runner import runs
 
     if not os.path.exists(path):
         return {}

@@ -62,7 +62,7 @@ def load(path: str, template: Any,
 
     ``reshape(i, array, shape)``, if given, maps saved leaf ``i`` to the shape the template
     expects (for a PRNG key, its key data's) before the shapes are compared, e.g. to read
-    a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runs``).
+    a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runner.runs``).
     """
     with np.load(path) as data:
         leaves, treedef = jax.tree.flatten(template)

@@ -1,0 +1,1 @@
+"""Platform-specific tuning, kept apart from the default code path."""
