@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par.algos import apex, dqn
-from jaxrl_par.platform.rng import unrolled_threefry
 from jaxrl_par.runner.training import make_chunk_fn, seed_keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,11 +91,10 @@ def run(cfg, seeds, num_chunks):
     algo = module.make(cfg)
     keys, _ = seed_keys(seeds)
     t0 = time.perf_counter()
-    with unrolled_threefry():  # as jaxrl_par.runner.training builds it
-        state = jax.jit(jax.vmap(algo.init))(keys)
-        chunk = max(1, algo.num_updates // num_chunks)
-        fn = make_chunk_fn(algo, chunk, jax.tree.map(lambda x: x[0], state))
-        compiled = fn.lower(state, jnp.int32(0)).compile()
+    state = jax.jit(jax.vmap(algo.init))(keys)
+    chunk = max(1, algo.num_updates // num_chunks)
+    fn = make_chunk_fn(algo, chunk, jax.tree.map(lambda x: x[0], state))
+    compiled = fn.lower(state, jnp.int32(0)).compile()
     compile_s = time.perf_counter() - t0
     ret_key = "episode_return_greedy" if module is apex else "episode_return"
     curve = {"wall": [], "env_steps": [], "return": [], "return_all": []}

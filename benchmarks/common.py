@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -15,18 +14,15 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.platform.rng import unrolled_threefry
 
 
 def compile_timed(fn: Callable, *args, ours: bool = False) -> tuple[Callable, float]:
     """``(compiled, seconds)``: ``jax.jit(fn).lower(*args).compile()`` timed apart.
-
-    ``ours=True`` builds it as ``jaxrl_par.runner.training`` builds our programs (inside
-    ``rng.unrolled_threefry``); a peer's program is built with jax's defaults.
-    """
+    ``ours`` is kept for callers that mark which library a program is from; both are
+    built the same way."""
+    del ours
     t = time.perf_counter()
-    with unrolled_threefry() if ours else contextlib.nullcontext():
-        compiled = jax.jit(fn).lower(*args).compile()
+    compiled = jax.jit(fn).lower(*args).compile()
     return compiled, time.perf_counter() - t
 
 

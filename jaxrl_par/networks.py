@@ -17,11 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par.platform import activations
-from jaxrl_par.platform.layers import Conv, Dense
-
-# tanh: jnp.tanh to float32 rounding, faster on XLA:CPU (jaxrl_par.platform.activations).
-ACTIVATIONS: dict[str, Callable] = {"tanh": activations.tanh, "relu": nn.relu, "gelu": nn.gelu}
+#: The activations a config can name.
+ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu}
 
 
 def orthogonal(scale: float):
@@ -49,52 +46,16 @@ def orthogonal(scale: float):
 def action_noise(key: jax.Array, shape: Sequence[int], discrete: bool,
                  dtype=jnp.float32) -> jax.Array:
     """The noise a distribution turns into actions, ``shape`` (``[..., A]`` logits' shape
-    or ``[..., D]`` actions): for :class:`Categorical` noise whose ``argmax(logits +
-    noise)`` is a sample, for :class:`DiagGaussian` standard normal.
+    or ``[..., D]`` actions): Gumbel for :class:`Categorical` (``argmax(logits + noise)``
+    is a sample), standard normal for :class:`DiagGaussian`.
 
-    Drawing it ahead for many steps and envs at once, from one key, is cheaper on CPU than
-    one draw per env key: at 4096 envs and 2 actions, a vmapped ``jax.random.categorical``
-    over per-env keys ran as scalar code in PPO's rollout (~0.4 ms of a ~3 ms step).
-
-    Categorical noise is Gumbel, except for 2 actions: then it is ``[0, L]`` with ``L``
-    standard logistic, the distribution of the difference of two Gumbels, so the sampled
-    actions have the same distribution from half the uniform draws and one logarithm
-    instead of two (a 4096-env CartPole rollout ran 1.05x faster). Not the bits of
-    ``jax.random.categorical``; :meth:`Categorical.sample` keeps those.
+    A rollout draws it for every step and every env of the global batch from one key, so
+    that a batch sharded over devices draws the actions one device would.
     """
     shape = tuple(shape)
-    if not discrete:
-        return jax.random.normal(key, shape, dtype)
-    if shape[-1] == 2:
-        logistic = jax.random.logistic(key, shape[:-1] + (1,), dtype)
-        return jnp.concatenate([jnp.zeros_like(logistic), logistic], axis=-1)
-    return jax.random.gumbel(key, shape, dtype)
-
-
-#: Up to this many actions, :func:`log_softmax` works column by column.
-FEW_ACTIONS = 8
-
-
-def log_softmax(logits: jax.Array) -> jax.Array:
-    """``jax.nn.log_softmax`` over the last axis, ``[..., A]``; for ``A <= FEW_ACTIONS``
-    written column by column (maximum, exponentials and their sum as elementwise ops), so
-    that no reduction over the short axis is left. XLA:CPU (jaxlib 0.10.2) ran the
-    reduction over ``[4096, 2]`` as a kernel of its own that took ~50 us per step of a
-    4096-env PPO rollout (profiled, BENCHMARKS.md, 2026-12-04). The same values to float32
-    rounding, and the same gradient (the maximum is held constant, as jax's is).
-    """
-    num = logits.shape[-1]
-    if num > FEW_ACTIONS:
-        return jax.nn.log_softmax(logits)
-    cols = [logits[..., a] for a in range(num)]
-    top = cols[0]
-    for c in cols[1:]:
-        top = jnp.maximum(top, c)
-    top = jax.lax.stop_gradient(top)
-    total = jnp.exp(cols[0] - top)
-    for c in cols[1:]:
-        total = total + jnp.exp(c - top)
-    return logits - (top + jnp.log(total))[..., None]
+    if discrete:
+        return jax.random.gumbel(key, shape, dtype)
+    return jax.random.normal(key, shape, dtype)
 
 
 class Categorical(NamedTuple):
@@ -120,11 +81,11 @@ class Categorical(NamedTuple):
         return jnp.argmax(self.logits, axis=-1)
 
     def log_prob(self, action: jax.Array) -> jax.Array:
-        logp = log_softmax(self.logits)
+        logp = jax.nn.log_softmax(self.logits)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
     def entropy(self) -> jax.Array:
-        logp = log_softmax(self.logits)
+        logp = jax.nn.log_softmax(self.logits)
         return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
@@ -172,7 +133,7 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         x = as_input(x.reshape(x.shape[0], -1))
         for h in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](Dense(h, kernel_init=orthogonal(math.sqrt(2)))(x))
+            x = ACTIVATIONS[self.activation](nn.Dense(h, kernel_init=orthogonal(math.sqrt(2)))(x))
         return x
 
 
@@ -187,7 +148,7 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
-        x = act(Conv(self.channels, (3, 3), padding="VALID",
+        x = act(nn.Conv(self.channels, (3, 3), padding="VALID",
                      kernel_init=orthogonal(math.sqrt(2)))(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
@@ -234,8 +195,8 @@ class ActorCritic(nn.Module):
                                   self.torso)
         self.actor_torso = make()
         self.critic_torso = self.actor_torso if self.shared_torso else make()
-        self.value_head = Dense(1, kernel_init=orthogonal(1.0))
-        self.policy_head = Dense(self.num_actions, kernel_init=orthogonal(0.01))
+        self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
+        self.policy_head = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
 
@@ -313,9 +274,9 @@ class QNetwork(nn.Module):
     def __call__(self, obs: jax.Array) -> jax.Array:
         h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
         if not self.dueling:
-            return Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
-        value = Dense(1, kernel_init=orthogonal(1.0))(h)
-        adv = Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+            return nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
+        value = nn.Dense(1, kernel_init=orthogonal(1.0))(h)
+        adv = nn.Dense(self.num_actions, kernel_init=orthogonal(1.0))(h)
         return value + adv - jnp.mean(adv, axis=-1, keepdims=True)
 
 
@@ -373,8 +334,8 @@ class SquashedGaussianActor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> TanhGaussian:
         h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
-        mean = Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
-        raw = Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
+        mean = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
+        raw = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
         lo, hi = self.log_std_range
         log_std = lo + 0.5 * (hi - lo) * (jnp.tanh(raw) + 1.0)
         return TanhGaussian(mean, log_std, jnp.asarray(self.low, jnp.float32),
@@ -390,7 +351,7 @@ class _QHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         h = MLP(tuple(self.hidden_sizes), self.activation)(x)
-        return Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
+        return nn.Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
 
 
 class EnsembleQ(nn.Module):

@@ -32,25 +32,11 @@ from jaxrl_par.cli import compile_cache_dir
 os.environ["JAX_COMPILATION_CACHE_DIR"] = compile_cache_dir()  # for the subprocesses
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 
-from jaxrl_par.platform import cpu_threads, rng
+from jaxrl_par.platform import cpu_threads
 
-# The runner's one-time tips (the thread pool, a device per core) would open the stderr
-# of whichever test first shows progress in a worker; tests/test_cpu_threads.py tests
-# them on their own.
+# The runner's one-time tip about the thread pool would open the stderr of whichever test
+# first shows progress in a worker; tests/test_cpu_threads.py tests it on its own.
 cpu_threads._hinted = True
-cpu_threads._per_core_hinted = True
-
-
-@pytest.fixture(autouse=True)
-def _unrolled_threefry(request):
-    """Every test builds its programs as `jaxrl_par.runner.training` does (`rng.unrolled_threefry`:
-    the same bits, ~25% less compile time on CPU), tests marked `rolled_threefry` (which
-    compare the two lowerings) excepted."""
-    if request.node.get_closest_marker("rolled_threefry"):
-        yield
-        return
-    with rng.unrolled_threefry():
-        yield
 
 
 # Most tests run tiny programs a few times: their time is XLA's compile, not execution

@@ -120,25 +120,6 @@ def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
         cpu_threads.devices(0)
 
 
-def test_per_core_tip_only_where_a_device_per_core_was_faster(monkeypatch):
-    """The tip names --devices and devices(<cores>) for PPO, A2C and IMPALA on a multi-core
-    CPU from 64 envs that divide over the cores, once per process; it stays silent elsewhere
-    (one core, an accelerator, few envs, replay algorithms, envs that do not divide)."""
-    assert cpu_threads.per_core_helps("ppo", 256, "cpu", 2)
-    assert cpu_threads.per_core_helps("impala", 64, "cpu", 4)
-    assert cpu_threads.per_core_helps("a2c", 64, "cpu", 2)
-    for args in [("ppo", 4, "cpu", 2), ("ppo", 256, "gpu", 2), ("ppo", 256, "cpu", 1),
-                 ("dqn", 256, "cpu", 2), ("sac", 256, "cpu", 2), ("a3c", 256, "cpu", 2),
-                 ("ppo", 66, "cpu", 4)]:
-        assert not cpu_threads.per_core_helps(*args), args
-    monkeypatch.setattr(cpu_threads, "_per_core_hinted", False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert cpu_threads.per_core_hint_once("dqn", 256) is None
-    tip = cpu_threads.per_core_hint_once("ppo", 256)
-    assert "--devices 2" in tip and "cpu_threads.devices(2)" in tip and "256 envs" in tip
-    assert cpu_threads.per_core_hint_once("ppo", 256) is None  # once per process
-
-
 def test_a_request_after_jax_started_warns_and_says_why():
     """In this process jax has started: limit() and devices() change nothing and warn,
     naming the imports that start jax; not when the request is what is in effect, nor

@@ -186,25 +186,40 @@ def _trajectory(env, steps=60, seed=0):
     return jax.jit(run)(jax.random.key(seed))
 
 
-def test_rolled_reset_keys_and_unused_step_keys_change_no_episode(monkeypatch):
-    """From `ROLLED_RESET_MIN_ENVS` copies on, resets draw from `rng.rolled_keys`, and
-    CartPole's step (which reads no key) gets no split step key: every observation,
-    reward and flag equals the plain keys' trajectory, resets included."""
-    n = envs.core.ROLLED_RESET_MIN_ENVS
-    env = envs.make("CartPole-v1", n)
-    assert not env.step_uses_key and envs.make("Acrobot-v1", 2).step_uses_key
-    rolled = _trajectory(env)
-    assert int(rolled.terminated.sum()) > n  # many resets happened
-    monkeypatch.setattr(envs.core, "ROLLED_RESET_MIN_ENVS", 10**9)
-    monkeypatch.setattr(envs.core.VecEnv, "step_uses_key", True)
-    plain = _trajectory(envs.make("CartPole-v1", n))
-    for name, a, b in zip(plain._fields, plain, rolled):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+@pytest.mark.parametrize("env_id, steps", [("CartPole-v1", 200), ("MountainCar-v0", 420)])
+def test_steps_equal_gymnax_own_auto_resetting_step(env_id, steps):
+    """Each copy steps and resets exactly as gymnax's ``Environment.step`` does with the
+    same key (the same split into step and reset keys): observations (to float rounding:
+    the two programs fuse differently), rewards and flags, across many resets."""
+    env = envs.make(env_id, 16)
+    ours = _trajectory(env, steps=steps)
+    inner, params = env.env, env.params
+
+    def gymnax_run(key):
+        k_reset, k_steps = jax.random.split(key)
+        obs, state = jax.vmap(inner.reset, in_axes=(0, None))(
+            jax.random.split(k_reset, env.num_envs), params)
+
+        def step(state, ks):
+            action = jax.random.randint(ks[0], (env.num_envs,), 0, env.num_actions)
+            obs, state, reward, terminated, truncated, _ = jax.vmap(
+                inner.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(ks[1], env.num_envs), state, action, params)
+            return state, (obs, reward, terminated, truncated & ~terminated)
+
+        return jax.lax.scan(step, state, jax.random.split(k_steps, (steps, 2)))[1]
+
+    obs, reward, terminated, truncated = jax.jit(gymnax_run)(jax.random.key(0))
+    assert int(ours.terminated.sum() + ours.truncated.sum()) >= env.num_envs  # resets
+    np.testing.assert_allclose(np.asarray(ours.obs), np.asarray(obs), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(ours.reward), np.asarray(reward))
+    np.testing.assert_array_equal(np.asarray(ours.terminated), np.asarray(terminated))
+    np.testing.assert_array_equal(np.asarray(ours.truncated), np.asarray(truncated))
 
 
 def test_an_env_that_keeps_its_reset_key():
-    """A reset key kept in the env's state comes back as a plain Threefry key, so the
-    state's dtype is the same after a reset as after a step."""
+    """An env that keeps its reset key in its state steps and resets (the state's key
+    dtype is the same after a reset as after a step)."""
     from flax import struct
     from gymnax.environments import environment, spaces
 
@@ -236,7 +251,7 @@ def test_an_env_that_keeps_its_reset_key():
         def observation_space(self, params):
             return spaces.Box(0.0, 1.0, (2,), jnp.float32)
 
-    n = envs.core.ROLLED_RESET_MIN_ENVS
+    n = 8
     env = envs.core.VecEnv("KeepsKey", KeepsKey(), KeepsKey().default_params, n)
     out = _trajectory(env, steps=8)
     assert bool(out.truncated[2].all()) and not bool(out.truncated[3].any())

@@ -77,8 +77,7 @@ def test_sampling_through_noise_is_jax_random_bit_for_bit():
 @pytest.mark.parametrize("num_actions", [2, 3])
 def test_action_noise_samples_the_softmax(num_actions):
     """PPO's rollout samples ``argmax(logits + action_noise)``: each action's frequency
-    matches its softmax probability (chi-square, fixed seed; 2 actions use the logistic
-    form, more the Gumbel), and the 2-action form is not just the Gumbel bits again."""
+    matches its softmax probability (chi-square, fixed seed)."""
     from scipy import stats
 
     from jaxrl_par.networks import Categorical, action_noise
@@ -92,8 +91,6 @@ def test_action_noise_samples_the_softmax(num_actions):
     for row in range(2):
         counts = np.bincount(actions[:, row], minlength=num_actions)
         assert stats.chisquare(counts, probs[row] * n).pvalue > 1e-3, (counts, probs[row] * n)
-    if num_actions == 2:
-        assert np.all(np.asarray(noise[..., 0]) == 0.0)
 
 
 def test_networks_take_byte_observations_as_their_float_values():
@@ -109,22 +106,3 @@ def test_networks_take_byte_observations_as_their_float_values():
         want = jax.tree.leaves(net.apply(params, obs.astype(jnp.float32)))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
-
-
-def test_log_softmax_column_by_column_equals_jax():
-    """`networks.log_softmax` (columns up to FEW_ACTIONS, jax's above): values and
-    gradients equal ``jax.nn.log_softmax`` to float32 rounding, large logits included."""
-    from jaxrl_par.networks import FEW_ACTIONS, log_softmax
-
-    rng_np = np.random.default_rng(0)
-    for num in (1, 2, 3, FEW_ACTIONS, FEW_ACTIONS + 1):
-        logits = jnp.asarray(rng_np.standard_normal((5, 7, num)) * 30, jnp.float32)
-        weights = jnp.asarray(rng_np.standard_normal((5, 7, num)), jnp.float32)
-        got, want = jax.jit(log_softmax)(logits), jax.nn.log_softmax(logits)
-        assert bool(jnp.all(jnp.isfinite(got)))
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, err_msg=str(num))
-        def grad(f, x=logits, w=weights):
-            return jax.jit(jax.grad(lambda v: jnp.sum(f(v) * w)))(x)
-
-        np.testing.assert_allclose(grad(log_softmax), grad(jax.nn.log_softmax),
-                                   rtol=1e-5, atol=1e-5, err_msg=str(num))

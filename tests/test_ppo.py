@@ -213,26 +213,3 @@ def test_max_grad_norm_zero_turns_clipping_off():
     new, _ = algo.update(state)
     moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new.params, state.params)
     assert max(jax.tree.leaves(moved)) > 0
-
-
-def test_chunked_minibatch_gradient_equals_whole(monkeypatch):
-    """On CPU a large minibatch is differentiated in chunks (``jaxrl_par.platform.microbatch``):
-    each chunk's loss is its share of the minibatch mean, so two updates match the
-    whole-minibatch ones (here 512-row minibatches, in 4 chunks of 128)."""
-    from jaxrl_par.platform import microbatch
-
-    cfg = ppo.Config(num_envs=16, num_steps=64, num_minibatches=2, update_epochs=2,
-                     total_timesteps=16 * 64 * 2)
-    runs = {}
-    for chunk in (10**9, 128):
-        monkeypatch.setattr(microbatch, "CHUNK_ROWS", chunk)
-        algo = ppo.make(cfg)
-        two = jax.jit(lambda s, algo=algo: jax.lax.scan(lambda c, _: algo.update(c), s, None,
-                                                        length=2))
-        assert microbatch.num_chunks(16 * 64 // 2) == (4 if chunk == 128 else 1)
-        runs[chunk] = two(algo.init(jax.random.key(0)))
-    (whole, m_whole), (chunked, m_chunked) = runs[10**9], runs[128]
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
-                 whole.params, chunked.params)
-    for k in ("loss", "approx_kl", "entropy", "clip_fraction"):
-        np.testing.assert_allclose(m_whole[k], m_chunked[k], rtol=1e-4, atol=1e-6)

@@ -7,8 +7,6 @@ import re
 import jax
 import numpy as np
 
-from jaxrl_par.runner import lru
-from jaxrl_par.runner import training as train_mod
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 BUDGET = "total_timesteps=500_000"
@@ -29,8 +27,6 @@ def test_readme_python_example(tmp_path, monkeypatch):
     first, rest = code.split(SECOND_TRAIN)
     second, last = (SECOND_TRAIN + rest).split("from jaxrl_par.runner.runs import")
     monkeypatch.chdir(tmp_path)  # the example writes runs/cartpole
-    # Count compiles from a cold program cache, so no earlier test's program is reused.
-    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
     compiled = []
     real_compile = jax.stages.Lowered.compile
 

@@ -14,7 +14,7 @@ from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
 from jaxrl_par.algos import ppo
-from jaxrl_par.runner import checkpoint, interrupt, lru, memory
+from jaxrl_par.runner import checkpoint, interrupt, memory
 from jaxrl_par.runner import training as train_mod
 from jaxrl_par.runner.lockfile import LogDirLock
 from jaxrl_par.runner.training import choose_chunk, make_chunk_fn, train
@@ -105,32 +105,6 @@ def test_training_the_same_algorithm_again_reuses_the_compiled_chunk():
     assert built == [4, 5]  # another chunk size is another program
 
 
-def test_a_new_algorithm_with_the_same_program_is_not_compiled_again(monkeypatch):
-    """The same config made again (a new Algorithm object, new functions) compiles
-    nothing; a config that changes only `update` (the learning rate) reuses the init
-    program and compiles a new chunk; results are those of a fresh compile."""
-    compiled = []
-    real_compile = jax.stages.Lowered.compile
-
-    def counting_compile(self, *args, **kwargs):
-        compiled.append(self)
-        return real_compile(self, *args, **kwargs)
-
-    first = train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
-    monkeypatch.setattr(jax.stages.Lowered, "compile", counting_compile)
-    again = train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
-    assert compiled == []
-    _assert_trees_equal(again.state, first.state)
-    other = dataclasses.replace(TOY, learning_rate=0.01)
-    mine = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
-    assert len(compiled) == 1  # the chunk; the init program is the same
-    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
-    fresh = train(toy_algo.make(other), [0, 1], num_chunks=4, progress=False)
-    assert len(compiled) == 3  # with the program cache emptied: init and chunk again
-    _assert_trees_equal(mine.state, fresh.state)
-    assert not np.allclose(_leaves(mine.state.params)[0], _leaves(first.state.params)[0])
-
-
 def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypatch):
     """`jax_disable_most_optimizations` is read when XLA compiles, not when jax traces: a
     run of the same algorithm object after it changes compiles its init and chunk again,
@@ -142,9 +116,7 @@ def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypat
         compiled.append(jax.config.values["jax_disable_most_optimizations"])
         return real_compile(self, *args, **kwargs)
 
-    train_mod._compiler_takes_run_once_options()  # the process's one probe compile, first
     monkeypatch.setattr(jax.stages.Lowered, "compile", counting_compile)
-    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
     algo = toy_algo.make(TOY)
     setting = jax.config.values["jax_disable_most_optimizations"]
     try:
@@ -154,48 +126,6 @@ def test_programs_compiled_under_other_compile_settings_are_not_reused(monkeypat
     finally:
         jax.config.update("jax_disable_most_optimizations", setting)
     assert compiled == [not setting] * 2 + [setting] * 2  # init and chunk; then cached
-
-
-def test_the_init_alone_is_compiled_with_the_run_once_options(monkeypatch):
-    """On CPU the runner compiles the vmapped init, which runs once per run, with
-    `RUN_ONCE_OPTIONS` (faster to compile on jaxlib 0.10) and the chunk with XLA's
-    defaults; a jaxlib that rejects the options gets none."""
-    options = []
-    real_compile = jax.stages.Lowered.compile
-
-    def recording_compile(self, *args, **kwargs):
-        options.append(kwargs.get("compiler_options"))
-        return real_compile(self, *args, **kwargs)
-
-    expected = (train_mod.RUN_ONCE_OPTIONS if train_mod._compiler_takes_run_once_options()
-                else None)
-    monkeypatch.setattr(train_mod, "_compiled", lru.LRU(train_mod._MAX_COMPILED))
-    monkeypatch.setattr(train_mod, "_by_program", lru.LRU(train_mod._MAX_COMPILED))
-    monkeypatch.setattr(jax.stages.Lowered, "compile", recording_compile)
-    train(toy_algo.make(TOY), [0, 1], num_chunks=4, progress=False)
-    assert options == [expected, None]
-
-
-@pytest.mark.xla_optimized
-@pytest.mark.parametrize("name, env", [("ppo", "CartPole-v1"), ("ppo", "Breakout-MinAtar"),
-                                       ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")])
-def test_inits_compiled_with_the_run_once_options_give_the_same_bits(name, env):
-    """The runner's init program (MLP and CNN torsos, orthogonal and LeCun initialisers,
-    Q and twin critic networks, env resets) computes, under `RUN_ONCE_OPTIONS`, exactly
-    the state XLA's default compile computes."""
-    if not train_mod._compiler_takes_run_once_options():
-        pytest.skip("this jaxlib takes no RUN_ONCE_OPTIONS: the runner passes none")
-    from jaxrl_par import algos
-    from jaxrl_par.platform import rng
-
-    module = algos.get(name)
-    algo = module.make(module.Config(env=env))
-    keys = jax.numpy.stack([jax.random.key(s) for s in (0, 1)])
-    with rng.unrolled_threefry():  # as the runner builds it
-        lowered = jax.jit(jax.vmap(algo.init)).lower(keys)
-    default = lowered.compile()(keys)
-    run_once = lowered.compile(compiler_options=train_mod.RUN_ONCE_OPTIONS)(keys)
-    _assert_trees_equal(default, run_once)
 
 
 def _run_killed_after_two_chunks(algo, log: str) -> None:

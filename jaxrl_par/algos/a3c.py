@@ -48,7 +48,6 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
-from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
@@ -187,7 +186,7 @@ def make(config: Config) -> Algorithm:
         k_params, k_workers = jax.random.split(key)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
         return AsyncState(
-            server=Server(params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
+            server=Server(params, tx.init(params), jnp.int32(0)),
             workers=jax.vmap(init_worker)(jax.random.split(k_workers, cfg.num_workers)),
             copies=worker_copies(Copy(params, jnp.int32(0)), cfg.num_workers),
             hparams=hyper.init(cfg),
@@ -202,13 +201,12 @@ def make(config: Config) -> Algorithm:
                 reward_stats, discounted_return, traj.reward,
                 traj.terminated | traj.truncated, hp.gamma, cfg.axis_name)
             traj = traj.replace(reward=reward)
-        flat, unravel = ravel_pytree(copy.params)
         # On-policy: every importance weight is 1 (off_policy_correction=False), so the
         # targets are n-step returns whatever rounding the recomputed log-probs carry.
         gradient, info = jax.grad(
-            lambda f: vtrace_loss(network, unravel(f), traj, LossConstants(hp),
+            lambda p: vtrace_loss(network, p, traj, LossConstants(hp),
                                   method=cfg.returns_method, off_policy_correction=False),
-            has_aux=True)(flat)
+            has_aux=True)(copy.params)
         del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
         # Data parallel: the worker's batch is the union of the devices' shares, its
         # loss the mean over them (check_vma=False: pmap's local gradients, averaged).
@@ -230,9 +228,10 @@ def make(config: Config) -> Algorithm:
     def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
         """The server's optimiser step with one push, and the push's staleness."""
         hp = hyper.view(cfg, hparams)
-        flat, unravel = ravel_pytree(server.params)
-        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, flat)
-        return (Server(unravel(flat + updates), opt_state, server.version + 1),
+        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state,
+                                                  server.params)
+        return (Server(optax.apply_updates(server.params, updates), opt_state,
+                       server.version + 1),
                 staleness_metrics(server.version, push.version))
 
     def pull(server: Server, copy: Copy) -> Copy:

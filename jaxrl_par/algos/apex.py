@@ -58,8 +58,6 @@ from jaxrl_par.algos.q_common import (
     act_steps,
     check_q_config,
     example_transition,
-    flat_params,
-    scan_flat,
     to_transitions,
 )
 from jaxrl_par.blocks.exploration import apex_epsilons
@@ -268,7 +266,7 @@ def make(config: Config) -> Algorithm:
         state = State(
             params=params,
             target_params=params,
-            opt_state=tx.init(flat_params(params)),  # the learner steps on flat vectors
+            opt_state=tx.init(params),
             actor_params=params,
             actor_target_params=params,
             actor_version=jnp.int32(0),
@@ -298,15 +296,14 @@ def make(config: Config) -> Algorithm:
                                double=True)
         return (jnp.abs(td) + cfg.priority_eps) * transitions.mask
 
-    def learner_step(carry, key, unravel, hp):
-        """One prioritized double-Q step on flat parameter vectors (see
-        :func:`scan_flat`). Carry ``(params [P], target [P], (opt_state, buffer, step,
-        env_steps))``; ``hp`` the lane's hyperparameters; outputs per-step metrics."""
+    def learner_step(carry, key, hp):
+        """One prioritized double-Q step. Carry ``(params, target_params, (opt_state,
+        buffer, step, env_steps))``; ``hp`` the lane's hyperparameters; outputs per-step metrics."""
         params, target_params, (opt_state, buffer, step, env_steps) = carry
         batch = replay.weighted_batch(buf, buffer, key, global_batch(), hp.per_beta,
                                       cfg.axis_name, max_per_shard())
         (loss, aux), grads = jax.value_and_grad(
-            lambda p: q_loss(unravel(p), unravel(target_params), q_fn, batch.transitions,
+            lambda p: q_loss(p, target_params, q_fn, batch.transitions,
                              batch.loss_weights, True, cfg.loss, hp.huber_delta),
             has_aux=True)(params)
         grads = axes.psum(grads, cfg.axis_name)  # per-shard parts of the global mean
@@ -346,9 +343,9 @@ def make(config: Config) -> Algorithm:
         params, target_params, opt_state, step, env_steps = carry
         keys = jax.random.split(key, cfg.learner_steps_per_iteration)
         hp = hyper.view(cfg, hparams)
-        params, target_params, (opt_state, buffer, step, env_steps), out = scan_flat(
-            lambda c, k, unravel: learner_step(c, k, unravel, hp), params, target_params,
-            (opt_state, buffer, step, env_steps), keys)
+        (params, target_params, (opt_state, buffer, step, env_steps)), out = jax.lax.scan(
+            lambda c, k: learner_step(c, k, hp),
+            (params, target_params, (opt_state, buffer, step, env_steps)), keys)
         return ((params, target_params, opt_state, step, env_steps),
                 (buffer.tree, buffer.max_priority), jax.tree.map(jnp.mean, out))
 

@@ -35,8 +35,6 @@ from jaxrl_par.algos.q_common import (
     act_steps,
     check_q_config,
     example_transition,
-    flat_params,
-    scan_flat,
     to_transitions,
 )
 from jaxrl_par.blocks.exploration import linear_epsilon
@@ -46,7 +44,6 @@ from jaxrl_par.losses.qlearning import (
     q_loss,
 )
 from jaxrl_par.networks import QNetwork
-from jaxrl_par.platform import rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +166,7 @@ def make(config: Config) -> Algorithm:
         return State(
             params=params,
             target_params=params,
-            opt_state=tx.init(flat_params(params)),
+            opt_state=tx.init(params),
             env_state=local_env().reset(env_keys(k_env)),
             nstep_carry=init_nstep_carry(cfg.n_step, n_local, spec.observation_shape,
                                          spec.observation_dtype),
@@ -190,11 +187,11 @@ def make(config: Config) -> Algorithm:
         g = cfg.gradient_steps_per_update
         if cfg.prioritized:
             return jax.random.split(key, g)
-        return rng.integers_below(key, (g, cfg.batch_size), buffer.size)
+        return jax.random.randint(key, (g, cfg.batch_size), 0, buffer.size)
 
-    def gradient_step(carry, draws, unravel, hp):
-        """One learner step on flat parameter vectors (see :func:`scan_flat`). Carry
-        ``(params [P], target [P], (opt_state, buffer, step, beta))``; ``draws`` is one
+    def gradient_step(carry, draws, hp):
+        """One learner step. Carry ``(params, target_params, (opt_state, buffer, step,
+        beta))``; ``draws`` is one
         row of :func:`draw`; ``hp`` the lane's hyperparameters; outputs ``(loss, q_mean)``."""
         params, target_params, (opt_state, buffer, step, beta) = carry
         if cfg.prioritized:
@@ -203,12 +200,12 @@ def make(config: Config) -> Algorithm:
             sample = buf.sample_at(buffer, draws)
         importance_weights = replay.batch_normalized_weights(sample.weights, cfg.axis_name)
         (loss, aux), grads = jax.value_and_grad(
-            lambda p: q_loss(unravel(p), unravel(target_params), q_fn, sample.transitions,
+            lambda p: q_loss(p, target_params, q_fn, sample.transitions,
                              importance_weights, cfg.double_q, cfg.loss, hp.huber_delta),
             has_aux=True)(params)
         grads = axes.pmean(grads, cfg.axis_name)
         updates, opt_state = optimizer(hp).update(grads, opt_state, params)
-        params = params + updates
+        params = optax.apply_updates(params, updates)
         if cfg.prioritized:
             priorities = (jnp.abs(aux["td_error"]) + cfg.priority_eps) * sample.transitions.mask
             buffer = buf.update_priorities(buffer, sample.indices, priorities)
@@ -224,9 +221,10 @@ def make(config: Config) -> Algorithm:
         selects only the small parts) and mean ``(loss, q_mean)``."""
         params, target_params, opt_state, step, beta = carry
         hp = hyper.view(cfg, hparams)
-        params, target_params, (opt_state, buffer, step, beta), (loss, q_mean) = scan_flat(
-            lambda c, x, unravel: gradient_step(c, x, unravel, hp), params, target_params,
-            (opt_state, buffer, step, beta), draw(buffer, key))
+        (params, target_params, (opt_state, buffer, step, beta)), (loss, q_mean) = (
+            jax.lax.scan(lambda c, x: gradient_step(c, x, hp),
+                         (params, target_params, (opt_state, buffer, step, beta)),
+                         draw(buffer, key)))
         return ((params, target_params, opt_state, step, beta), _priorities(buffer),
                 (jnp.mean(loss), jnp.mean(q_mean)))
 

@@ -34,7 +34,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import envs, replay
 from jaxrl_par.algos import hyper
@@ -185,7 +184,7 @@ def make(config: Config) -> Algorithm:
         k_params, k_bundles = jax.random.split(key)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
         return AsyncState(
-            server=Server(params, params, tx.init(ravel_pytree(params)[0]), jnp.int32(0)),
+            server=Server(params, params, tx.init(params), jnp.int32(0)),
             workers=jax.vmap(init_bundle)(jax.random.split(k_bundles, cfg.num_workers)),
             copies=worker_copies(Copy(params, params, jnp.int32(0)), cfg.num_workers),
             hparams=hyper.init(cfg))
@@ -214,11 +213,10 @@ def make(config: Config) -> Algorithm:
     def gradient(b: Bundle, copy: Copy, k_sample, hp) -> tuple[Push, dict]:
         """The Q-learning gradient of a batch of the bundle's replay at its copy."""
         sample = buf.sample(b.buffer, k_sample, cfg.batch_size)
-        flat, unravel = ravel_pytree(copy.params)
         (loss, aux), grad = jax.value_and_grad(
-            lambda f: q_loss(unravel(f), copy.target_params, q_fn, sample.transitions,
+            lambda p: q_loss(p, copy.target_params, q_fn, sample.transitions,
                              jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
-                             hp.huber_delta), has_aux=True)(flat)
+                             hp.huber_delta), has_aux=True)(copy.params)
         return Push(grad, copy.version), {"loss": loss, "q_mean": aux["q_mean"]}
 
     def worker(b: Bundle, copy: Copy, hparams) -> tuple[Bundle, Push, dict]:
@@ -232,9 +230,9 @@ def make(config: Config) -> Algorithm:
         """The server's Adam step with one push; the target network every
         ``target_update_period`` pushes."""
         hp = hyper.view(cfg, hparams)
-        flat, unravel = ravel_pytree(server.params)
-        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, flat)
-        params = unravel(flat + updates)
+        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state,
+                                                  server.params)
+        params = optax.apply_updates(server.params, updates)
         version = server.version + 1
         target = optax.periodic_update(
             optax.incremental_update(params, server.target_params, hp.tau),

@@ -45,7 +45,6 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
-from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
@@ -192,7 +191,7 @@ def make(config: Config) -> Algorithm:
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
         state = State(
             params=params,
-            opt_state=tx.init(ravel_pytree(params)[0]),
+            opt_state=tx.init(params),
             actor_params=params,
             actor_version=jnp.int32(0),
             env_state=None if on_host else local_env().reset(
@@ -251,7 +250,6 @@ def make(config: Config) -> Algorithm:
         """One update's learning from ``acted``; hands the actors a fresh parameter copy
         every ``actor_sync_period`` learner steps."""
         hp = hyper.view(cfg, learner.hparams)
-        flat, unravel = ravel_pytree(learner.params)
         reward_stats, discounted_return = learner.reward_stats, learner.discounted_return
         if normalize_rewards:  # trajectories reach the learner in order, env by env
             reward, reward_stats, discounted_return = scale_rewards(
@@ -260,17 +258,16 @@ def make(config: Config) -> Algorithm:
             acted = acted.replace(reward=reward)
 
         def step(carry, mb):
-            flat, opt_state, sums = carry
-            grads, info = jax.grad(lambda f: loss_fn(unravel(f), mb, hp), has_aux=True)(flat)
+            params, opt_state, sums = carry
+            grads, info = jax.grad(lambda p: loss_fn(p, mb, hp), has_aux=True)(params)
             grads = axes.pmean(grads, cfg.axis_name)
-            updates, opt_state = optimizer(hp).update(grads, opt_state, flat)
+            updates, opt_state = optimizer(hp).update(grads, opt_state, params)
             sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
-            return (flat + updates, opt_state, sums), None
+            return (optax.apply_updates(params, updates), opt_state, sums), None
 
         zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
-        (flat, opt_state, sums), _ = jax.lax.scan(
-            step, (flat, learner.opt_state, zeros), minibatches(acted))
-        params = unravel(flat)
+        (params, opt_state, sums), _ = jax.lax.scan(
+            step, (learner.params, learner.opt_state, zeros), minibatches(acted))
         learner_steps = learner.learner_steps + learner_steps_per_update
         sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
         metrics = dict(zip(LOSS_METRICS, sums / learner_steps_per_update))

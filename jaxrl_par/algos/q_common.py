@@ -9,7 +9,6 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from jaxrl_par import envs
 from jaxrl_par.algos.config import algorithm_name
@@ -117,26 +116,3 @@ def example_transition(obs_shape: tuple[int, ...], obs_dtype=jnp.float32) -> Tra
     obs = jnp.zeros(obs_shape, obs_dtype)
     f = jnp.float32(0)
     return Transition(obs, jnp.int32(0), f, f, obs, f, jnp.int32(0))
-
-
-def flat_params(params: Any) -> jax.Array:
-    """float32 ``[P]``: ``params`` raveled, the vector :func:`scan_flat` learns on (and
-    the one to initialise the optimiser state with)."""
-    return ravel_pytree(params)[0]
-
-
-def scan_flat(step: Callable, params: Any, target_params: Any, carry: Any, xs: Any
-              ) -> tuple[Any, Any, Any, Any]:
-    """``lax.scan`` of learner steps on flat parameter vectors.
-
-    ``step((params [P], target [P], carry), x, unravel) -> ((params, target, carry), y)``
-    sees both parameter sets raveled, so the optimiser and the target update are a few
-    ops on one vector rather than a few per layer, and a weight gradient that XLA writes
-    transposed is laid out once (in the ravel) instead of inside each of Adam's moment
-    updates: on Breakout-MinAtar that made Ape-X's Adam on the 1024 x 128 kernel ~10x
-    slower than DQN's. Returns ``(params, target_params, carry, ys)`` as trees again.
-    """
-    flat, unravel = ravel_pytree(params)
-    (flat, flat_target, carry), ys = jax.lax.scan(
-        lambda c, x: step(c, x, unravel), (flat, flat_params(target_params), carry), xs)
-    return unravel(flat), unravel(flat_target), carry, ys

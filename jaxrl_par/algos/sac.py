@@ -33,7 +33,6 @@ from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.blocks.rollouts import policy_rollout
 from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
-from jaxrl_par.platform import rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +227,7 @@ def make(config: Config) -> Algorithm:
         hp = hyper.view(cfg, hparams)
         g = cfg.gradient_steps_per_update
         k_slots, k_noise = jax.random.split(key)
-        slots = rng.integers_below(k_slots, (g, cfg.batch_size), buffer.size)
+        slots = jax.random.randint(k_slots, (g, cfg.batch_size), 0, buffer.size)
         noise = jax.random.normal(k_noise, (g, 2, cfg.batch_size, action_dim))
         carry, stats = jax.lax.scan(lambda c, x: gradient_step(c, x, buffer, hp), carry,
                                     (slots, noise))

@@ -10,7 +10,6 @@ and length of every episode on device.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import chex
@@ -19,19 +18,6 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl_par import axes
-from jaxrl_par.platform import rng
-
-#: From this many copies on, `VecEnv.step` hands the reset keys to the environment as
-#: `rng.rolled_keys` (same bits). gymnax's CartPole reset draws 4 uniforms and builds its
-#: observation from them; XLA:CPU fused that draw's hash into the observation's
-#: concatenation and into the four fusions of the state's components, so each computed
-#: it again. As a rolled loop it is computed once: the 4096-env CartPole rollout ran
-#: 1.14x faster (1.17x at 256 and 1024 envs; Acrobot, Pendulum and MountainCar
-#: 1.10-1.13x at 1024). Below this size the loop's own kernels cost more than they save
-#: (0.92x at 4 envs, 1.00x at 64). MinAtar resets draw little: 0.96-1.00x at 256-1024
-#: envs. Measured 2026-12-04 (BENCHMARKS.md).
-ROLLED_RESET_MIN_ENVS = 128
-
 
 @struct.dataclass
 class EnvState:
@@ -120,23 +106,6 @@ class VecEnv:
         high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), shape)
         return low, high
 
-    @functools.cached_property
-    def step_uses_key(self) -> bool:
-        """Whether the environment's ``step_env`` reads its key (from its jaxpr: the key
-        feeds some operation or an output). CartPole, Pendulum and the Breakout and
-        SpaceInvaders MinAtar games do not; Acrobot, Asterix and Freeway do. Where it
-        does not, `step` hashes only the reset keys: the 4096-env CartPole rollout ran
-        1.05x faster (BENCHMARKS.md, 2026-12-04), with the same episodes."""
-        key = jax.random.key(0)
-        _, inner = jax.eval_shape(self.env.reset_env, key, self.params)
-        dtype = jnp.int32 if self.discrete else jnp.float32
-        action = jax.ShapeDtypeStruct(self.action_shape, dtype)
-        jaxpr = jax.make_jaxpr(
-            lambda k, s, a: self.env.step_env(k, s, a, self.params))(key, inner, action).jaxpr
-        key_var = jaxpr.invars[0]
-        return (any(v is key_var for eqn in jaxpr.eqns for v in eqn.invars)
-                or any(v is key_var for v in jaxpr.outvars))
-
     # -- dynamics -----------------------------------------------------------------------
     def reset(self, keys: jax.Array) -> EnvState:
         """Resets all copies.
@@ -166,16 +135,8 @@ class VecEnv:
           ``(next_state, timestep)``.
         """
         chex.assert_shape(action, (self.num_envs,) + self.action_shape)
-        if self.step_uses_key:
-            pairs = rng.split_each(keys)  # [N, 2]: each copy's step and reset keys
-            k_step, k_reset = pairs[:, 0], pairs[:, 1]
-        else:  # the same reset keys, without hashing the step keys nobody reads
-            k_step, k_reset = keys, rng.split_each(keys, index=1)
-        if self.num_envs >= ROLLED_RESET_MIN_ENVS:
-            k_reset = rng.rolled_keys(k_reset)
         obs, inner, final_obs, reward, terminated, truncated = jax.vmap(self._step_one)(
-            k_step, k_reset, state.inner, action
-        )
+            keys, state.inner, action)
         done = terminated | truncated
         ep_return = state.episode_return + reward
         ep_length = state.episode_length + 1
@@ -196,8 +157,9 @@ class VecEnv:
         )
         return next_state, timestep
 
-    def _step_one(self, key_step, key_reset, inner, action):
+    def _step_one(self, key, inner, action):
         """One copy: step, then reset where the episode ended (gymnax 1.x semantics)."""
+        key_step, key_reset = jax.random.split(key)
         final_obs, inner_st, reward, terminated, _ = self.env.step_env(
             key_step, inner, action, self.params
         )
@@ -207,7 +169,6 @@ class VecEnv:
         truncated = truncated & ~terminated
         done = terminated | truncated
         obs_re, inner_re = self.env.reset_env(key_reset, self.params)
-        inner_re = rng.threefry_keys(inner_re)  # a key the env keeps: back to jax's kind
         inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), inner_re, inner_st)
         final_obs = final_obs.astype(self.observation_dtype)
         obs = jax.lax.select(done, obs_re.astype(self.observation_dtype), final_obs)

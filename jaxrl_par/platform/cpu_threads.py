@@ -1,28 +1,21 @@
-"""How many threads XLA:CPU runs a program's kernels on, and on how many CPU devices,
-chosen before JAX starts.
+"""XLA:CPU's thread pool and CPU device count, chosen before jax starts.
 
-XLA's CPU client runs every program on one pool of threads, one per core by default. A
-program whose kernels are small (an RL update: small networks, scans over env steps) runs
-slower on a pool of two than of one: XLA hands the kernels that are ready together to the
-other thread, and on a 2-core host the hand-offs cost more than the kernels. On this
-project's 2-core host, unpinned, the CLI's PPO ran at 0.6-0.7x its one-thread speed in
-most processes. A2C, IMPALA, DQN, Ape-X and SAC were 1.15-1.48x faster on one thread by
-median; the default pool won only in some processes, by up to 12% (IMPALA)
-(BENCHMARKS.md, 2026-12-06). With one thread every run is as fast as when pinned to one
-core, and the compiler keeps its own threads.
-
-Programs that run at the same time from several host threads (``--async-workers``,
-``--actor-learner``, the ``@threads`` runtimes of ``compare``) need a thread each: on a
-pool of one they take turns. Those keep XLA's default.
-
-XLA reads the pool's size from the environment (``PORTABLE_NPROC``, else ``NPROC``) once,
-when JAX creates its CPU client: on the first use of a device (importing gymnax is one).
-:func:`limit` must therefore run before that; the CLI calls it for its runs
-(``--cpu-threads``), and a Python user calls it first thing::
+XLA's CPU client runs every program on one pool of threads, one per core by default. An
+RL update is many small kernels (small networks, scans over env steps); on a pool of
+several threads XLA hands ready kernels to the other threads, and on a few cores those
+hand-offs can cost more than the kernels. :func:`limit` asks for a smaller pool, and
+:func:`devices` for several CPU devices (one per core, for data parallelism). Both set
+environment variables that XLA reads once, when jax creates its CPU client (the first
+use of a device; importing gymnax is one), so they must run before that::
 
     from jaxrl_par.platform import cpu_threads
     cpu_threads.limit()          # before anything runs on a device
     cpu_threads.devices(2)       # optional: a CPU device per core, for train(..., devices=2)
+
+The CLI does this for its runs (``--cpu-threads``). Programs that run at the same time
+from several host threads (``--async-workers``, ``--actor-learner``) need a thread each;
+the CLI keeps XLA's default for those. What each choice measured is in
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -35,12 +28,24 @@ VARIABLES = ("PORTABLE_NPROC", "NPROC")
 
 
 def backend_started() -> bool:
-    """Whether JAX has created its backends (then the pool's size is fixed)."""
-    try:
-        from jax._src import xla_bridge
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):  # a jax without the probe: assume the worst
-        return True
+    """Whether XLA's CPU client exists in this process, so that its pool's size is fixed.
+
+    jax has no public query for this. On Linux the client's pool threads are named
+    ``*XLAEigen*`` from the moment it is created, so their presence in ``/proc/self/task``
+    answers it; elsewhere this returns False (a call after the start then changes the
+    environment but not the pool).
+    """
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        return False
+    for tid in os.listdir(tasks):
+        try:
+            with open(os.path.join(tasks, tid, "comm")) as f:
+                if "XLAEigen" in f.read():
+                    return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
 
 
 def chosen() -> int | None:
@@ -100,11 +105,7 @@ def devices(count: int, *, warn: bool = True) -> bool:
 
     On a multi-core CPU, ``train(..., devices=count)`` then runs data parallel with one
     device per core, each device's part of every program on a thread of its own (also on
-    a pool of one, :func:`limit`): on this project's 2-core host PPO ran 1.67-1.89x
-    faster on two devices than on one with 64 to 4,096 CartPole envs and 256
-    Breakout-MinAtar envs, and at 0.80x with 4 envs, whose kernels are too small to split
-    (``benchmarks/ppo.py --as-users-run``, BENCHMARKS.md, 2026-12-06). GPUs and TPUs are
-    not affected; the CPU devices then stay idle.
+    a pool of one, :func:`limit`). GPUs and TPUs are not affected.
 
     It does not take effect when JAX has already created its CPU client (with ``warn``, a
     warning says so unless the CPU already has ``count`` devices), or when ``XLA_FLAGS``
@@ -125,48 +126,6 @@ def devices(count: int, *, warn: bool = True) -> bool:
     flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = f"{flags} {DEVICE_COUNT_FLAG}={count}".strip()
     return True
-
-
-#: Algorithms that trained faster data parallel over a CPU device per core than on one
-#: device once they had :data:`PER_CORE_MIN_ENVS` envs (``benchmarks/cpu_threads.py
-#: --per-core`` on 2 cores: PPO 1.77x with 256 CartPole envs and 1.92x with 256
-#: Breakout-MinAtar envs, IMPALA 2.05x with 64 Breakout-MinAtar envs; ``benchmarks/ppo.py
-#: --as-users-run``: PPO 1.67x with 64 CartPole envs; A2C 1.36x, 1.61x and 1.80x with 64
-#: and 256 CartPole and 64 Breakout-MinAtar envs). With their CartPole defaults of 4, 8
-#: and 16 envs, for A3C's 4 workers of 4 envs, and for DQN and SAC, one device was as
-#: fast or faster.
-PER_CORE_ALGOS = ("ppo", "a2c", "impala")
-PER_CORE_MIN_ENVS = 64
-
-
-def per_core_helps(algo: str, num_envs: int, backend: str, cores: int) -> bool:
-    """Whether a one-device run of ``algo`` (its module name) with ``num_envs`` envs would
-    likely train faster on a CPU device per core: a CPU host with several cores, an
-    algorithm of :data:`PER_CORE_ALGOS`, at least :data:`PER_CORE_MIN_ENVS` envs that
-    divide over the cores."""
-    return (backend == "cpu" and cores >= 2 and algo in PER_CORE_ALGOS
-            and num_envs >= PER_CORE_MIN_ENVS and num_envs % cores == 0)
-
-
-_per_core_hinted = False
-
-
-def per_core_hint_once(algo: str, num_envs: int) -> str | None:
-    """A one-line tip, the first time per process that :func:`per_core_helps` says so for
-    this process's backend and cores, naming ``--devices`` and ``devices()``; else None.
-    The runner shows it with its progress, for runs on one device."""
-    global _per_core_hinted
-    import jax
-
-    cores = os.cpu_count() or 1
-    if _per_core_hinted or not per_core_helps(algo, num_envs, jax.default_backend(), cores):
-        return None
-    _per_core_hinted = True
-    return (f"jaxrl_par: tip: this CPU has {cores} cores; a CPU device per core would split "
-            f"the {num_envs} envs over them (the same updates up to float rounding; PPO, A2C "
-            f"and IMPALA ran 1.4-2x faster so from 64 envs on 2 cores): the CLI's --devices "
-            f"{cores}, or jaxrl_par.platform.cpu_threads.devices({cores}) before jax starts and "
-            f"train(..., devices={cores}) with Config(axis_name=jaxrl_par.axes.DATA)")
 
 
 def parse(setting: str) -> int | None:

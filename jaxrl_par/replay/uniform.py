@@ -11,7 +11,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par.platform import rng
 from jaxrl_par.replay import checks
 from jaxrl_par.replay import storage as storage_lib
 from jaxrl_par.replay.types import Buffer, PyTree, Sample
@@ -38,7 +37,7 @@ def _sample_at(state: UniformState, targets: jax.Array, beta=None, total=None, m
 
 
 def _sample(state: UniformState, key: jax.Array, batch_size: int) -> Sample:
-    return _sample_at(state, rng.integers_below(key, (batch_size,), state.size))
+    return _sample_at(state, jax.random.randint(key, (batch_size,), 0, state.size))
 
 
 def uniform(capacity: int, add_batch_size: int | None = None) -> Buffer:

@@ -6,10 +6,7 @@ progress bar, writes ``metrics.jsonl`` and a checkpoint, and checks losses for N
 The chunk function is compiled once; chunked training equals one long scan, and resuming
 from the checkpoint equals never stopping. Training the same ``Algorithm`` object again
 with the same number of seeds and chunk size (other seeds, a resumed run, a notebook cell
-run twice) reuses the compiled programs of the last few runs instead of compiling again;
-so does a new ``Algorithm`` whose program is the same as one compiled before (the same
-config made again, or the init program of a config that differs only in what ``update``
-uses, e.g. the learning rate): it is traced and lowered, but not compiled again.
+run twice) reuses the compiled programs of the last few runs instead of compiling again.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import math
 import os
@@ -34,8 +30,7 @@ import numpy as np
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
-from jaxrl_par.algos.config import algorithm_name
-from jaxrl_par.platform import cpu_threads, rng
+from jaxrl_par.platform import cpu_threads
 from jaxrl_par.runner import checkpoint, interrupt, lockfile, lru, memory
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.precision import float32
@@ -44,26 +39,21 @@ CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 PBT_LOG = "pbt.jsonl"
 
-# Compiled init and chunk programs of recent runs, in two `lru.LRU` caches of
-# _MAX_COMPILED entries each (the least recently used goes first). `_compiled` is keyed by
-# the algorithm's functions themselves (so an id is never reused for another one) and the
-# abstract shapes of the arguments: a hit skips tracing too. `_by_program` is keyed by the
-# lowered program (a digest of its StableHLO text, which fixes shapes, dtypes and every
-# constant), its argument and result pytree structures (so a hit is called with, and
-# returns, exactly the pytrees it was lowered for) and the arguments' shardings (so the
-# devices too): a hit skips XLA's compilation, which is most of the cost on CPU (a PPO
-# init program ~1-4 s, its chunk ~3-10 s).
+# Compiled init and chunk programs of recent runs, in an LRU cache of _MAX_COMPILED entries
+# keyed by the algorithm's functions themselves (so an id is never reused for another
+# one), the chunk size, the abstract shapes and shardings of the arguments, and the jax
+# settings read at compile time: training the same Algorithm again (other seeds, a resumed
+# run, a notebook cell run twice) compiles nothing. A new Algorithm object is traced and
+# compiled again; jax's persistent compilation cache (see jaxrl_par.cli) makes that cheap.
 _MAX_COMPILED = 8
 _compiled = lru.LRU(_MAX_COMPILED)
-_by_program = lru.LRU(_MAX_COMPILED)
 # The vmapped init traced (not lowered), keyed as `_compiled`: the memory check reads the
 # state's shapes from it and the compile lowers it, so init is traced once per run.
 _traced = lru.LRU(_MAX_COMPILED)
 
 
 # jax settings read when a program is compiled rather than traced: a program compiled under
-# one (e.g. `jax_disable_most_optimizations`, which runs several times slower) is not
-# reused under another.
+# one (e.g. `jax_disable_most_optimizations`) is not reused under another.
 _COMPILE_SETTINGS = ("jax_disable_most_optimizations", "jax_optimization_level",
                      "jax_memory_fitting_level", "jax_exec_time_optimization_effort",
                      "jax_memory_fitting_effort")
@@ -73,53 +63,11 @@ def _compile_settings() -> tuple:
     return tuple(jax.config.values.get(name) for name in _COMPILE_SETTINGS)
 
 
-#: XLA:CPU compile options for a program that runs once per run: the vmapped init. jaxlib
-#: 0.10's older fusion emitters compile an init 25-35% faster (PPO CartPole 2.3-2.4 ->
-#: 1.6-1.7 s, IMPALA 4.4-4.6 -> 2.9 s on one Zen 2 core) and gave the same bits for the
-#: six inits tried (PPO's MLP and CNN, DQN, SAC, Ape-X, IMPALA; tests/test_train.py
-#: checks four of them). Their kernels run slower (PPO's update 0.70x,
-#: DQN's 0.77x), so the chunk keeps XLA's default. jaxlib 0.11 has only the new emitters
-#: and rejects the option; there nothing is passed (BENCHMARKS.md, 2026-12-06).
-RUN_ONCE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-
-
-@functools.cache
-def _compiler_takes_run_once_options() -> bool:
-    """Whether this jaxlib's compiler accepts :data:`RUN_ONCE_OPTIONS` (probed once, on a
-    one-op program)."""
-    lowered = jax.jit(lambda x: x + 1).lower(jnp.zeros((), jnp.float32))
-    try:
-        lowered.compile(compiler_options=RUN_ONCE_OPTIONS)
-    except jax.errors.JaxRuntimeError:  # "No such compile option" (jaxlib 0.11)
-        return False
-    return True
-
-
-def _run_once_options(args: tuple) -> dict | None:
-    """:data:`RUN_ONCE_OPTIONS` for a program whose arguments all live on CPU devices and
-    a compiler that takes them, else None."""
-    on_cpu = all(d.platform == "cpu" for x in jax.tree.leaves(args)
-                 for d in x.sharding.device_set)
-    return RUN_ONCE_OPTIONS if on_cpu and _compiler_takes_run_once_options() else None
-
-
-def _compile_lowered(lowered, args: tuple, run_once: bool = False) -> Any:
-    """``lowered.compile()``, or the executable of the same program compiled before, under
-    the same compile settings, for arguments on the same devices (``args``: what it was
-    lowered with). ``run_once``: a program called once per run (an init), compiled with
-    :data:`RUN_ONCE_OPTIONS` where they apply."""
-    options = _run_once_options(args) if run_once else None
-    key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), lowered.in_tree,
-           lowered.out_tree, tuple(x.sharding for x in jax.tree.leaves(args)),
-           _compile_settings(), options is not None)
-    return _by_program.get(key, lambda: lowered.compile(compiler_options=options))
-
-
-def _compile_once(key: tuple, lower: Callable[..., Any], *args, run_once: bool = False):
+def _compile_once(key: tuple, lower: Callable[..., Any], *args):
     """The compiled program for ``key`` under the current compile settings, from the
-    caches or ``lower(*args).compile()`` (``run_once``: as :func:`_compile_lowered`)."""
+    cache or ``lower(*args).compile()``."""
     key = (*key, _compile_settings())
-    return _compiled.get(key, lambda: _compile_lowered(lower(*args), args, run_once))
+    return _compiled.get(key, lambda: lower(*args).compile())
 
 
 def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
@@ -291,26 +239,24 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     compiled chunk, from the program caches where they hold them (``pipeline``, a runtime:
     :class:`~jaxrl_par.parallel.actor_learner.ActorLearner` or
     :class:`~jaxrl_par.parallel.async_workers.AsyncWorkers`, compiles its own)."""
-    with rng.unrolled_threefry():  # same bits, ~25% less compile time on CPU
-        if sharded:
-            data = jax.random.key_data(keys)
-            state = _compile_lowered(_traced_init(algo, keys, sharded).lower(), (data,),
-                                     run_once=True)(data)
-            args = (state, jnp.int32(0))
-            compiled = _compile_lowered(factory(algo, chunk_updates, None).lower(*args), args)
-            return jax.block_until_ready(state), compiled
-        init = _compile_once(("init", algo.init, _abstract(keys)),
-                             lambda k: _traced_init(algo, k).lower(), keys, run_once=True)
-        state = init(keys)
-        if pipeline:
-            state = jax.device_put(state, pipeline.learner_device)
-            compiled = pipeline.compile(state, chunk_updates)
-        else:
-            compiled = _compile_once(
-                ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
-                 algo.warmup_updates, algo.parts.get("warmup"), _abstract(state)),
-                lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-                .lower(*args), state, jnp.int32(0))
+    if sharded:
+        data = jax.random.key_data(keys)
+        state = _traced_init(algo, keys, sharded).lower().compile()(data)
+        args = (state, jnp.int32(0))
+        compiled = factory(algo, chunk_updates, None).lower(*args).compile()
+        return jax.block_until_ready(state), compiled
+    init = _compile_once(("init", algo.init, _abstract(keys)),
+                         lambda k: _traced_init(algo, k).lower(), keys)
+    state = init(keys)
+    if pipeline:
+        state = jax.device_put(state, pipeline.learner_device)
+        compiled = pipeline.compile(state, chunk_updates)
+    else:
+        compiled = _compile_once(
+            ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
+             algo.warmup_updates, algo.parts.get("warmup"), _abstract(state)),
+            lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
+            .lower(*args), state, jnp.int32(0))
     return jax.block_until_ready(state), compiled
 
 
@@ -528,11 +474,6 @@ def train(
         tip = cpu_threads.hint_once()
         if tip:  # on CPU, on a pool nobody chose
             print(tip, file=sys.stderr)
-        if sharded is None and chunk_fn_factory is None:
-            tip = cpu_threads.per_core_hint_once(algorithm_name(algo.config),
-                                                 getattr(algo.config, "num_envs", 0))
-            if tip:  # one device on a multi-core CPU, for a run that gained from one per core
-                print(tip, file=sys.stderr)
     if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
         # Nothing left to train: the checkpoint is read into the state's shapes below,
         # and nothing is compiled.
