@@ -24,20 +24,19 @@ def key_data_shape(t) -> tuple[int, ...]:
     return tuple(jax.eval_shape(jax.random.key_data, t).shape)
 
 
-def _key_impl(t):
-    if isinstance(t, jax.Array):
-        return jax.random.key_impl(t)
-    return t.dtype._impl  # a ShapeDtypeStruct's key type; jax has no public accessor
-
-
 def save(path: str, state: Any, meta: dict | None = None) -> None:
     """Writes ``state`` (any pytree of arrays) and a JSON ``meta`` dict atomically."""
     leaves = jax.tree.leaves(state)
+    # The PRNG implementation of each key leaf, by name: a template of shapes alone
+    # (ShapeDtypeStruct) does not say it through jax's public API.
+    key_impls = {str(i): str(jax.random.key_impl(x)) for i, x in enumerate(leaves)
+                 if is_key(x)}
     arrays = {
         f"leaf_{i}": np.asarray(jax.random.key_data(x) if is_key(x) else x)
         for i, x in enumerate(leaves)
     }
-    arrays["meta"] = np.frombuffer(json.dumps(meta or {}).encode(), dtype=np.uint8)
+    arrays["meta"] = np.frombuffer(json.dumps({**(meta or {}), "key_impls": key_impls}
+                                              ).encode(), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
@@ -65,6 +64,8 @@ def load(path: str, template: Any,
     a device mesh's ``[S, D, ...]`` state as one device's (``jaxrl_par.runner.runs``).
     """
     with np.load(path) as data:
+        meta = json.loads(bytes(data["meta"]).decode())
+        key_impls = meta.pop("key_impls", {})
         leaves, treedef = jax.tree.flatten(template)
         if len(data.files) - 1 != len(leaves):
             raise ValueError(
@@ -84,8 +85,8 @@ def load(path: str, template: Any,
                 raise ValueError(f"checkpoint {path}: leaf {i} has shape {x.shape}, "
                                  f"the state expects {want}")
             if is_key(t):
-                restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=_key_impl(t)))
+                impl = key_impls.get(str(i), str(jax.config.jax_default_prng_impl))
+                restored.append(jax.random.wrap_key_data(jnp.asarray(x), impl=impl))
             else:
                 restored.append(jnp.asarray(x, dtype=t.dtype))
-        meta = json.loads(bytes(data["meta"]).decode())
     return jax.tree.unflatten(treedef, restored), meta
