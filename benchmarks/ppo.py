@@ -130,9 +130,11 @@ def data_parallel_scan(cfg: ppo.Config, updates: int):
 def rollout_scan(algo, updates: int):
     """``fn(state) -> (state, sums)``: ``updates`` of PPO's own rollouts (policy inference
     and env steps, learning skipped) in one scan, each from the state's env state."""
+    rollout = ppo.make_rollout(algo.config)
+
     def fn(s):
         def body(st, k):
-            env_state, (_, _, extras, ts) = algo.parts["rollout"](st, k)
+            env_state, (_, _, extras, ts) = rollout(st, k)
             return st.replace(env_state=env_state), ts.reward.sum() + extras.log_prob.sum()
 
         return jax.lax.scan(body, s, jax.random.split(s.key, updates))

@@ -20,9 +20,9 @@ SMALL = dict(env="CartPole-v1", num_actors=8, num_steps=4, buffer_size=4_096, ba
 
 def stored(state):
     """The buffer's transitions and leaf masses p^alpha, ``[size]``."""
-    size = int(state.buffer.size)
-    data = jax.tree.map(lambda x: x[:size], state.buffer.storage.data)
-    mass = np.asarray(state.buffer.tree.sums[0][:size])
+    size = int(state.learner.buffer.size)
+    data = jax.tree.map(lambda x: x[:size], state.learner.buffer.storage.data)
+    mass = np.asarray(state.learner.buffer.tree.sums[0][:size])
     return data, mass
 
 
@@ -59,7 +59,7 @@ def test_initial_priority_is_actor_td_error():
     np.testing.assert_allclose(mass, expected**cfg.per_alpha, rtol=1e-4, atol=1e-6)
     # the first n-1 windows of each actor start in the padding: priority 0
     assert np.sum(np.asarray(data.mask) == 0) == cfg.num_actors * (cfg.n_step - 1)
-    learner_td, _ = batch_td_error(q_fn, state.params, state.target_params, data, True)
+    learner_td, _ = batch_td_error(q_fn, state.params, state.learner.target_params, data, True)
     assert not np.allclose(np.abs(np.asarray(learner_td)), np.abs(np.asarray(td)), rtol=1e-2)
 
 
@@ -74,14 +74,14 @@ def test_priority_write_back_after_learning():
         state, _ = update(state)
     before = state
     after, metrics = update(before)
-    assert float(metrics["learner_steps"]) == float(before.learner_steps) + 1
+    assert float(metrics["learner_steps"]) == float(before.learner.learner_steps) + 1
     data, mass_after = stored(after)
     _, mass_before = stored(before)
-    old = int(before.buffer.size)
+    old = int(before.learner.buffer.size)
     changed = np.nonzero(~np.isclose(mass_after[:old], mass_before, rtol=1e-6))[0]
     assert 0 < len(changed) <= cfg.batch_size
     sub = jax.tree.map(lambda x: x[changed], data)
-    td, _ = batch_td_error(algo_q(algo), before.params, before.target_params, sub, True)
+    td, _ = batch_td_error(algo_q(algo), before.params, before.learner.target_params, sub, True)
     expected = (np.abs(np.asarray(td)) + cfg.priority_eps) ** cfg.per_alpha
     np.testing.assert_allclose(mass_after[changed], expected, rtol=1e-3, atol=1e-6)
 
@@ -103,7 +103,7 @@ def test_policy_lag_staleness_and_metrics():
                  "mean_priority_mass", "sample_staleness", "policy_lag"):
         assert m[name].shape == (20,), name
     # the actors' copy is the learner's from the last pull
-    assert int(state.learner_steps) - int(state.actor_version) < cfg.actor_sync_period
+    assert int(state.learner.learner_steps) - int(state.learner.actor_version) < cfg.actor_sync_period
 
 
 @pytest.mark.xla_optimized
@@ -198,6 +198,6 @@ def test_actor_learner_resumed_equals_one_program_never_stopped(tmp_path):
                                    atol=1e-7, err_msg=name)
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     jax.tree.map(close, resumed.state.params, whole.state.params)
-    np.testing.assert_array_equal(resumed.state.buffer.storage.data.action,
-                                  whole.state.buffer.storage.data.action)
+    np.testing.assert_array_equal(resumed.state.learner.buffer.storage.data.action,
+                                  whole.state.learner.buffer.storage.data.action)
     np.testing.assert_array_equal(resumed.state.pending.env_steps, whole.state.pending.env_steps)

@@ -139,13 +139,13 @@ def test_the_pending_trajectory_records_its_behaviour_policy_and_version():
     pending = state.pending
     assert int(pending.version) == 0
     obs = pending.obs.reshape(-1, *pending.obs.shape[2:])
-    dist = _network(cfg).apply(state.actor_params, obs, method=ActorCritic.actor)
+    dist = _network(cfg).apply(state.learner.actor_params, obs, method=ActorCritic.actor)
     np.testing.assert_allclose(dist.log_prob(pending.action.reshape(-1)),
                                pending.log_prob.reshape(-1), rtol=1e-5, atol=1e-6)
     for _ in range(3):
         state, _ = jax.jit(algo.update)(state)
-    assert int(state.pending.version) == 2 and int(state.actor_version) == 3
-    jax.tree.map(np.testing.assert_array_equal, state.actor_params, state.params)
+    assert int(state.pending.version) == 2 and int(state.learner.actor_version) == 3
+    jax.tree.map(np.testing.assert_array_equal, state.learner.actor_params, state.params)
 
 
 def test_importance_weights_are_one_on_policy_and_not_with_lag():

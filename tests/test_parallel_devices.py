@@ -262,7 +262,7 @@ def test_apex_global_replay_on_2_devices_learns_the_time_limit_value():
     # K defaults to min(2 * 32, global 64) = 64 rows: nothing is ever dropped.
     assert float(np.max(out.metrics["dropped_fraction"])) == 0.0
     # Both shards' buffers were filled by their own actors and sampled by priority.
-    assert np.all(np.asarray(out.state.buffer.storage.size) > APEX_DP.batch_size)
+    assert np.all(np.asarray(out.state.learner.buffer.storage.size) > APEX_DP.batch_size)
     assert float(np.max(out.metrics["learner_steps"])) > 0
 
 
@@ -318,10 +318,10 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
     whole = train(algo, [0, 1], num_chunks=1, progress=False)
     per, updates = APEX_PIPE.env_steps_per_update, APEX_PIPE.num_updates
     # U batches written (the ring wraps at buffer_size), the last one acted still pending
-    np.testing.assert_array_equal(whole.state.buffer.storage.insert_pos,
+    np.testing.assert_array_equal(whole.state.learner.buffer.storage.insert_pos,
                                   [updates * per % APEX_PIPE.buffer_size] * 2)
     np.testing.assert_array_equal(whole.state.pending.env_steps, [(updates + 1) * per] * 2)
-    np.testing.assert_array_equal(whole.state.env_steps, [(updates + 1) * per] * 2)
+    np.testing.assert_array_equal(whole.state.actor.env_steps, [(updates + 1) * per] * 2)
     for run in (split, shared):
         for name in ("loss", "q_mean", "insert_priority", "sampled_priority", "policy_lag",
                      "learner_steps", "episode_return"):
@@ -332,8 +332,8 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
                                           getattr(whole.state, name))
         chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         jax.tree.map(chex_close, run.state.params, whole.state.params)
-        np.testing.assert_array_equal(run.state.buffer.storage.data.action,
-                                      whole.state.buffer.storage.data.action)
+        np.testing.assert_array_equal(run.state.learner.buffer.storage.data.action,
+                                      whole.state.learner.buffer.storage.data.action)
     # the state comes back joined on the learner's device
     assert {d0} == set().union(*(x.devices() for x in jax.tree.leaves(split.state)))
     net = dqn.make_q_network(envs.make(APEX_PIPE.env, 1), APEX_PIPE.hidden_sizes,
@@ -372,11 +372,13 @@ def test_impala_data_parallel_equals_one_device(devices):
     out = train(impala.make(dataclasses.replace(IMPALA_CFG, axis_name=axes.DATA)), [0],
                 progress=False, num_chunks=1, devices=devices)
     state = parallel.unreplicate(out.state)
-    for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
+    for a, b in zip(_adam_moments(state.learner.opt_state),
+                    _adam_moments(ref.state.learner.opt_state)):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
         assert _rel_err(a, b) <= 1e-5
-    for a, b in zip(jax.tree.leaves(out.state.env_state), jax.tree.leaves(ref.state.env_state)):
+    for a, b in zip(jax.tree.leaves(out.state.actor.env_state),
+                    jax.tree.leaves(ref.state.actor.env_state)):
         a = np.asarray(a)
         np.testing.assert_array_equal(a.reshape((a.shape[0], -1) + a.shape[3:]), b)
     for k in ("loss", "value_loss", "importance_weight", "episode_return", "policy_lag"):

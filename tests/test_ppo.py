@@ -52,7 +52,7 @@ def test_reward_normalisation_tracks_the_discounted_returns():
     def update_and_its_rollout(state):
         """The update, and the rollout it makes (its key split as `update` splits it)."""
         _, k_roll, _ = jax.random.split(state.key, 3)
-        _, (_, _, _, ts) = algo.parts["rollout"](state, k_roll)
+        _, (_, _, _, ts) = ppo.make_rollout(cfg)(state, k_roll)
         return algo.update(state)[0], ts.reward, ts.done
 
     state = algo.init(jax.random.key(3))

@@ -567,7 +567,7 @@ def test_runs_in_32_bits_when_the_caller_enabled_x64(tmp_path):
 
 @pytest.mark.parametrize("name", ["dqn", "sac"])
 def test_warmup_updates_skip_the_learning_branch_with_the_same_result(name):
-    """A replay learner's first updates (before ``learning_starts``) run ``parts["warmup"]``,
+    """A replay learner's first updates (before ``learning_starts``) run ``algo.warmup_update``,
     chosen by the runner on the unbatched update index; the run equals, bit for bit, one
     in which every update takes ``update`` (whose ``lax.cond`` under the seed vmap
     computes the learning branch and drops it), over chunks that cross the boundary."""

@@ -55,6 +55,8 @@ from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
 from jaxrl_par.algos.base import (
     Algorithm,
     AsyncState,
+    AsyncWorker,
+    HostActing,
     clipped_adam,
     round_robin_update,
     staleness_metrics,
@@ -238,11 +240,8 @@ def make(config: Config) -> Algorithm:
         del copy  # A3C pulls after every push
         return Copy(server.params, server.version)
 
-    if on_host:
-        parts = {"apply": apply, "pull": pull,
-                 **host_parts(cfg, spec, network, learn)}
-    else:
-        parts = {"worker": worker, "apply": apply, "pull": pull}
+    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=apply, pull=pull,
+                         worker=None if on_host else worker)
 
     def act(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The server's distribution's mode, as the env gets it."""
@@ -252,12 +251,15 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=host.compiled_update if on_host else round_robin_update(parts),
+        update=host.compiled_update if on_host else round_robin_update(pieces),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
-        parts=parts,
         hyperparams=cfg.sweep,
+        axis_name=cfg.axis_name,
+        data_parallel=True,
+        async_worker=pieces,
+        host=host_worker(cfg, spec, network, learn) if on_host else None,
     )
 
 
@@ -270,27 +272,25 @@ class LossConstants:
         self.vtrace_lambda, self.rho_bar, self.c_bar = 1.0, 1.0, 1.0
 
 
-def host_parts(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn) -> dict:
-    """The parts of A3C's workers on host envs (:mod:`jaxrl_par.envs.host`), for the
-    threaded runtime (:mod:`jaxrl_par.parallel.async_workers`):
-
-    * ``host_envs(keys [S]) -> [S] HostVecEnv``: a worker's envs for each seed lane,
-      seeded from the lane's worker key;
-    * ``host_worker(envs, worker, copy, hparams) -> (worker, push, metrics)`` (leaves
-      ``[S, ...]``): ``num_steps`` steps of every env, each action from one compiled call
-      for all lanes, then one compiled gradient call, as the compiled ``worker`` does
-      with JAX envs.
+def host_worker(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn
+                ) -> HostActing:
+    """A3C's workers on host envs (:mod:`jaxrl_par.envs.host`), for the threaded runtime
+    (:mod:`jaxrl_par.parallel.async_workers`): a worker's envs for each seed lane, seeded
+    from the lane's worker key, and its step ``(envs, worker, copy, hparams) -> (worker,
+    push, metrics)`` (leaves ``[S, ...]``): ``num_steps`` steps of every env, each action
+    from one compiled call for all lanes, then one compiled gradient call, as the
+    compiled ``worker`` does with JAX envs.
     """
 
     act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
     learn_lanes = jax.jit(jax.vmap(learn))
 
-    def host_worker(lanes: list, w: Worker, copy: Copy, hparams):
+    def step(lanes: list, w: Worker, copy: Copy, hparams):
         key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
                                                      cfg.num_steps)
         traj = Trajectory(**records, version=copy.version)  # [S, T, N, ...]
         w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
         return w, push, {**info, **episodes}
 
-    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
-            "host_worker": host_worker}
+    return HostActing(make_envs=functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+                      step=step)

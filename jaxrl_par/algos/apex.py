@@ -51,7 +51,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
+from jaxrl_par.algos.base import Algorithm, Pipeline, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import (
@@ -176,11 +176,11 @@ class Acted:
 class ActorHalf:
     """The actors' part of :class:`State` (see :func:`jaxrl_par.algos.base.pipelined_update`)."""
 
-    env_state: envs.EnvState
-    nstep_carry: NStepCarry
-    env_steps: jax.Array
+    env_state: envs.EnvState  # leaves [N_local, ...]
+    nstep_carry: NStepCarry  # [n_step - 1, N_local, ...]
+    env_steps: jax.Array  # [] int32: env steps of all actors of all shards
     key: jax.Array | None  # pipeline only: the actors' own key stream
-    hparams: dict | None = None  # the swept fields (a copy of the learner's)
+    hparams: dict | None = None  # the swept fields while split from the State, else None
 
 
 @struct.dataclass
@@ -190,34 +190,29 @@ class LearnerHalf:
     params: dict
     target_params: dict
     opt_state: optax.OptState
-    actor_params: dict
-    actor_target_params: dict
-    actor_version: jax.Array
+    actor_params: dict  # the actors' copy of params
+    actor_target_params: dict  # the actors' copy of target_params (initial priorities)
+    actor_version: jax.Array  # [] int32: learner step of the actors' copy
     buffer: replay.PrioritizedState
     key: jax.Array
-    learner_steps: jax.Array
-    update_count: jax.Array
-    hparams: dict | None = None  # the swept fields
+    learner_steps: jax.Array  # [] int32
+    update_count: jax.Array  # [] int32
+    hparams: dict | None = None  # the swept fields while split from the State, else None
 
 
 @struct.dataclass
 class State:
-    params: dict  # learner
-    target_params: dict  # learner's target network
-    opt_state: optax.OptState
-    actor_params: dict  # the actors' copy of params
-    actor_target_params: dict  # the actors' copy of target_params (initial priorities)
-    actor_version: jax.Array  # [] int32: learner step of the actors' copy
-    env_state: envs.EnvState  # leaves [N_local, ...]
-    nstep_carry: NStepCarry  # [n_step - 1, N_local, ...]
-    buffer: replay.PrioritizedState
-    key: jax.Array
-    env_steps: jax.Array  # [] int32: env steps of all actors of all shards
-    learner_steps: jax.Array  # [] int32
-    update_count: jax.Array  # [] int32
-    actor_key: jax.Array | None = None  # pipeline only: the actors' own key stream
+    """Ape-X's training state: the actors' half and the learner's half."""
+
+    actor: ActorHalf
+    learner: LearnerHalf
     pending: Acted | None = None  # pipeline only: acted last update, learned from in this one
     hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
+
+    @property
+    def params(self) -> dict:
+        """The learner's parameters (what ``act`` and evaluation use)."""
+        return self.learner.params
 
 
 def make(config: Config) -> Algorithm:
@@ -263,29 +258,26 @@ def make(config: Config) -> Algorithm:
     def init(key: jax.Array) -> State:
         k_params, k_env, k_run = jax.random.split(key, 3)
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        state = State(
-            params=params,
-            target_params=params,
-            opt_state=tx.init(params),
-            actor_params=params,
-            actor_target_params=params,
-            actor_version=jnp.int32(0),
+        actor = ActorHalf(
             env_state=envs.make(cfg.env, n_local()).reset(env_keys(k_env)),
             nstep_carry=init_nstep_carry(cfg.n_step, n_local(), spec.observation_shape,
                                          spec.observation_dtype),
+            env_steps=jnp.int32(0),
+            key=None)
+        learner = LearnerHalf(
+            params=params, target_params=params, opt_state=tx.init(params),
+            actor_params=params, actor_target_params=params, actor_version=jnp.int32(0),
             buffer=buf.init(example_transition(spec.observation_shape,
                                                 spec.observation_dtype)),
-            key=k_run,
-            env_steps=jnp.int32(0),
-            learner_steps=jnp.int32(0),
-            update_count=jnp.int32(0),
-            hparams=hyper.init(cfg),
-        )
+            key=k_run, learner_steps=jnp.int32(0), update_count=jnp.int32(0))
+        state = State(actor, learner, hparams=hyper.init(cfg))
         if not cfg.pipeline:
             return state
         # The pipeline's first batch is acted here, so the first update has one to learn.
         k_run, k_actors = jax.random.split(k_run)
-        actor, copy, learner, _ = split(state.replace(key=k_run, actor_key=k_actors))
+        state = state.replace(actor=actor.replace(key=k_actors),
+                              learner=learner.replace(key=k_run))
+        actor, copy, learner, _ = split(state)
         actor, acted, _ = pipeline_actor(actor, copy)
         return join(actor, learner, acted)
 
@@ -422,20 +414,14 @@ def make(config: Config) -> Algorithm:
 
     # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
     def split(state: State):
-        actor = ActorHalf(state.env_state, state.nstep_carry, state.env_steps, state.actor_key,
-                          state.hparams)
-        learner = LearnerHalf(state.params, state.target_params, state.opt_state,
-                              state.actor_params, state.actor_target_params,
-                              state.actor_version, state.buffer, state.key,
-                              state.learner_steps, state.update_count, state.hparams)
-        return actor, (state.actor_params, state.actor_target_params), learner, state.pending
+        """The halves, each with the lane's swept values, and the actors' copy."""
+        actor = state.actor.replace(hparams=state.hparams)
+        learner = state.learner.replace(hparams=state.hparams)
+        return actor, (learner.actor_params, learner.actor_target_params), learner, state.pending
 
     def join(actor: ActorHalf, learner: LearnerHalf, pending: Acted | None) -> State:
-        return State(learner.params, learner.target_params, learner.opt_state,
-                     learner.actor_params, learner.actor_target_params, learner.actor_version,
-                     actor.env_state, actor.nstep_carry, learner.buffer, learner.key,
-                     actor.env_steps, learner.learner_steps, learner.update_count,
-                     actor.key, pending, learner.hparams)
+        return State(actor.replace(hparams=None), learner.replace(hparams=None), pending,
+                     learner.hparams)
 
     def pipeline_actor(actor: ActorHalf, copy):
         key, k_act = jax.random.split(actor.key)
@@ -447,18 +433,17 @@ def make(config: Config) -> Algorithm:
         learner, metrics = learn_part(learner.replace(key=key), pending, k_learn)
         return learner, (learner.actor_params, learner.actor_target_params), metrics
 
-    parts = {"split": split, "join": join, "actor": pipeline_actor,
-             "learner": pipeline_learner}
+    pipeline = Pipeline(split=split, learner=pipeline_learner, join=join, actor=pipeline_actor)
 
     def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
         """Act, add, learn, in that order, within one update."""
-        key, k_act, k_learn = jax.random.split(state.key, 3)
+        key, k_act, k_learn = jax.random.split(state.learner.key, 3)
         actor, copy, learner, _ = split(state)
         actor, acted, actor_metrics = act_part(actor, copy, k_act)
         learner, learner_metrics = learn_part(learner.replace(key=key), acted, k_learn)
         return join(actor, learner, None), {**learner_metrics, **actor_metrics}
 
-    update = pipelined_update(parts) if cfg.pipeline else fused_update
+    update = pipelined_update(pipeline) if cfg.pipeline else fused_update
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key  # greedy with the learner's parameters
@@ -471,6 +456,8 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
-        parts=parts if cfg.pipeline else {},
         hyperparams=cfg.sweep,
+        axis_name=cfg.axis_name,
+        data_parallel=True,
+        pipeline=pipeline if cfg.pipeline else None,
     )

@@ -3,13 +3,79 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
+
+
+class Pipeline(NamedTuple):
+    """An update split into an actors' half and a learner's half that can run at once
+    (Ape-X's and IMPALA's ``pipeline=True``): see :func:`pipelined_update`, and
+    :mod:`jaxrl_par.parallel.actor_learner`, which runs the halves on two devices.
+
+    Attributes:
+      split: ``split(state) -> (actor, copy, learner, pending)``: the actors' half of the
+        state, the parameters they act with, the learner's half and the batch the actors
+        made in the previous update.
+      learner: ``learner(learner, pending) -> (learner, copy, metrics)``: one update's
+        learning from ``pending``; ``copy`` is what the actors act with next.
+      join: ``join(actor, learner, pending) -> state``.
+      actor: ``actor(actor, copy) -> (actor, acted, metrics)``: one update's acting, or
+        None when the actors step host environments (then :attr:`Algorithm.host` acts).
+    """
+
+    split: Callable
+    learner: Callable
+    join: Callable
+    actor: Callable | None = None
+
+
+class AsyncWorker(NamedTuple):
+    """The pieces of an asynchronous (parameter-server) algorithm, A3C's and Gorila's:
+    see :func:`round_robin_update`, and :mod:`jaxrl_par.parallel.async_workers`, which
+    runs them from host threads.
+
+    Attributes:
+      num_workers: the workers ``K``; the state is an :class:`AsyncState`.
+      apply: ``apply(server, push, hparams) -> (server, metrics)``: the server applies
+        one push; ``metrics`` holds its staleness (:func:`staleness_metrics`).
+      pull: ``pull(server, copy) -> copy``: the copy a worker holds after its push.
+      worker: ``worker(worker, copy, hparams) -> (worker, push, metrics)``: one worker's
+        acting and gradient with its copy, or None when the workers step host
+        environments (then :attr:`Algorithm.host` computes it).
+      warmup: ``warmup(state) -> (state, metrics)``: one update in which every worker acts
+        and stores but pushes nothing (a replay learner before ``learning_starts``), or
+        None.
+    """
+
+    num_workers: int
+    apply: Callable
+    pull: Callable
+    worker: Callable | None = None
+    warmup: Callable | None = None
+
+
+class HostActing(NamedTuple):
+    """Acting on host environments (``gymnasium:<id>``, :mod:`jaxrl_par.envs.host`),
+    stepped from Python by a runtime while compiled programs choose the actions.
+
+    Attributes:
+      make_envs: ``make_envs(keys [S]) -> [S] HostVecEnv``: each lane's envs, seeded
+        from its keys.
+      step: for a :class:`Pipeline`, ``step(envs, actor, copy) -> (actor, acted,
+        metrics)`` (the compiled ``actor``'s contract); for an :class:`AsyncWorker`,
+        ``step(envs, worker, copy, hparams) -> (worker, push, metrics)`` (the compiled
+        ``worker``'s).
+      warmup: for an :class:`AsyncWorker` with a warm-up, ``warmup(envs, worker, copy,
+        hparams) -> (worker, metrics)``, acting and storing without a push; else None.
+    """
+
+    make_envs: Callable
+    step: Callable
+    warmup: Callable | None = None
 
 
 class Algorithm(NamedTuple):
@@ -25,18 +91,24 @@ class Algorithm(NamedTuple):
       num_updates: iterations in a full run (``config.total_timesteps`` worth).
       env_steps_per_update: environment steps one iteration takes (over all envs).
       act: ``act(state, obs, key) -> action`` for evaluation with the current parameters.
-      parts: named pure pieces of ``update`` (e.g. ``"rollout"``), for benchmarks and the
-        asynchronous runtimes that compose them differently.
       hyperparams: config fields that ``update`` reads from ``state.hparams`` (a dict of
         float32 ``[]``, set to the config's values by ``init``) rather than from the
         config, so that each lane of a vmap can hold its own: the runner writes them
         (``train(..., hparams=...)``; see :mod:`jaxrl_par.algos.hyper`).
       warmup_updates: the first updates in which ``update`` cannot learn (a replay
-        learner before ``learning_starts``); with ``parts["warmup"]``, an update that
-        gives what ``update`` gives there without its learning branch, the runner runs
-        that instead. (Inside ``update`` the choice depends on the state, so under the
-        runner's vmap over lanes its ``lax.cond`` computes both branches; the runner
-        chooses on the unbatched update index.)
+        learner before ``learning_starts``).
+      warmup_update: with ``warmup_updates``, an update that gives what ``update`` gives
+        there without its learning branch; the runner runs it instead. (Inside
+        ``update`` the choice depends on the state, so under the runner's vmap over
+        lanes its ``lax.cond`` computes both branches; the runner chooses on the
+        unbatched update index.)
+      axis_name: the device axis ``update`` averages over (``config.axis_name``), or None
+        on one device.
+      data_parallel: whether the algorithm can run data parallel (its config takes an
+        ``axis_name``).
+      pipeline: the actor-learner halves of ``update``, or None (:class:`Pipeline`).
+      async_worker: the parameter-server pieces, or None (:class:`AsyncWorker`).
+      host: acting on host environments, or None (:class:`HostActing`).
     """
 
     config: Any
@@ -45,9 +117,14 @@ class Algorithm(NamedTuple):
     num_updates: int
     env_steps_per_update: int
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
-    parts: Mapping[str, Callable] = MappingProxyType({})
     hyperparams: tuple[str, ...] = ()
     warmup_updates: int = 0
+    warmup_update: Callable | None = None
+    axis_name: str | None = None
+    data_parallel: bool = False
+    pipeline: Pipeline | None = None
+    async_worker: AsyncWorker | None = None
+    host: HostActing | None = None
 
 
 def scan_updates(algo: Algorithm, length: int) -> Callable:
@@ -57,16 +134,16 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
     Updates at or past ``algo.num_updates`` are skipped (``lax.cond`` on the unbatched
     update index, so a vmap over seeds keeps it a real branch) and their metrics are
     zeros. The cond is only built when ``length`` does not divide ``algo.num_updates``.
-    The first ``algo.warmup_updates`` run ``algo.parts["warmup"]`` (chosen the same way).
+    The first ``algo.warmup_updates`` run ``algo.warmup_update`` (chosen the same way).
     Shared by the single-device runner and the sharded one (``jaxrl_par.parallel``).
     """
     masked = algo.num_updates % length != 0
-    warm = algo.warmup_updates > 0 and "warmup" in algo.parts
+    warm = algo.warmup_updates > 0 and algo.warmup_update is not None
 
     def step(state, t):
         if not warm:
             return algo.update(state)
-        return jax.lax.cond(t < algo.warmup_updates, algo.parts["warmup"], algo.update, state)
+        return jax.lax.cond(t < algo.warmup_updates, algo.warmup_update, algo.update, state)
 
     def body(state, t):
         if not masked:
@@ -96,29 +173,20 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
     return run
 
 
-def pipelined_update(parts: Mapping[str, Callable]) -> Callable:
-    """``update(state) -> (state, metrics)`` of an actor-learner pipeline, on one device.
-
-    ``parts`` holds four pure functions (Ape-X's with ``pipeline=True``; see
-    :mod:`jaxrl_par.parallel.actor_learner`, which runs the same pieces on two devices):
-
-    * ``split(state) -> (actor, copy, learner, pending)``: the actors' half of the state,
-      the parameters they act with, the learner's half and the batch the actors made in
-      the previous update;
-    * ``actor(actor, copy) -> (actor, acted, metrics)``: one update's acting;
-    * ``learner(learner, pending) -> (learner, copy, metrics)``: one update's learning from
-      ``pending``; ``copy`` is what the actors act with next;
-    * ``join(actor, learner, pending) -> state``.
+def pipelined_update(pipeline: Pipeline) -> Callable:
+    """``update(state) -> (state, metrics)`` of an actor-learner :class:`Pipeline`, on one
+    device.
 
     The actors' batch of update ``u`` is learned from in update ``u + 1``, so within an
-    update neither half reads what the other writes and the two can run at once.
+    update neither half reads what the other writes and the two can run at once
+    (:mod:`jaxrl_par.parallel.actor_learner` runs them on two devices).
     """
 
     def update(state):
-        actor, copy, learner, pending = parts["split"](state)
-        actor, acted, actor_metrics = parts["actor"](actor, copy)
-        learner, _, learner_metrics = parts["learner"](learner, pending)
-        return parts["join"](actor, learner, acted), {**actor_metrics, **learner_metrics}
+        actor, copy, learner, pending = pipeline.split(state)
+        actor, acted, actor_metrics = pipeline.actor(actor, copy)
+        learner, _, learner_metrics = pipeline.learner(learner, pending)
+        return pipeline.join(actor, learner, acted), {**actor_metrics, **learner_metrics}
 
     return update
 
@@ -142,9 +210,6 @@ class AsyncState:
     hparams: dict | None = None
 
 
-ASYNC_PARTS = ("worker", "apply", "pull")
-
-
 def worker_copies(copy: Any, num_workers: int) -> Any:
     """``copy`` (parameters and version) for each of ``num_workers`` workers, leaves
     ``[K, ...]``: every worker starts from the server's initial parameters."""
@@ -160,39 +225,28 @@ def staleness_metrics(server_version: jax.Array, push_version: jax.Array
     return {"staleness": staleness, "max_staleness": staleness}
 
 
-def round_robin_update(parts: Mapping[str, Callable]) -> Callable:
+def round_robin_update(parts: AsyncWorker) -> Callable:
     """``update(state) -> (state, metrics)`` of an asynchronous algorithm on one device:
     every worker pushes one gradient, in the round-robin order ``0 .. K-1``.
-
-    ``parts`` holds three pure functions (A3C's and Gorila's; the threaded runtime,
-    :mod:`jaxrl_par.parallel.async_workers`, calls the same ones from host threads in
-    whatever order the workers finish):
-
-    * ``worker(worker, copy, hparams) -> (worker, push, metrics)``: one worker's acting
-      and gradient with its parameter copy; ``push`` is what goes to the server (the
-      gradient and the copy's version).
-    * ``apply(server, push, hparams) -> (server, metrics)``: the server applies one
-      push; ``metrics["staleness"]`` is the number of pushes applied between the
-      worker's pull and this one.
-    * ``pull(server, copy) -> copy``: the copy a worker holds after its push (the
-      server's parameters, or the old copy between syncs).
 
     The ``K`` workers compute their gradients at once (vmapped): each depends only on
     its own state and copy. The server then applies them one after another, and worker
     ``k`` pulls right after its own push, as a thread would. So after the first round
     every gradient is applied ``K - 1`` pushes after its copy was pulled: the
     staleness of ``K`` workers that run at the same speed in staggered phases. Metrics
-    are combined over the workers (:func:`combine_worker_metrics`).
+    are combined over the workers (:func:`combine_worker_metrics`). The threaded
+    runtime (:mod:`jaxrl_par.parallel.async_workers`) calls the same pieces from host
+    threads in whatever order the workers finish.
     """
 
     def update(state: AsyncState):
-        workers, pushes, worker_metrics = jax.vmap(parts["worker"], in_axes=(0, 0, None))(
+        workers, pushes, worker_metrics = jax.vmap(parts.worker, in_axes=(0, 0, None))(
             state.workers, state.copies, state.hparams)
 
         def push(server, xs):
             one, copy = xs
-            server, metrics = parts["apply"](server, one, state.hparams)
-            return server, (parts["pull"](server, copy), metrics)
+            server, metrics = parts.apply(server, one, state.hparams)
+            return server, (parts.pull(server, copy), metrics)
 
         server, (copies, server_metrics) = jax.lax.scan(push, state.server,
                                                          (pushes, state.copies))

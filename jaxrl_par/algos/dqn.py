@@ -285,6 +285,8 @@ def make(config: Config) -> Algorithm:
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
-        parts={"warmup": functools.partial(update, warmup=True)},
+        warmup_update=functools.partial(update, warmup=True),
+        axis_name=cfg.axis_name,
+        data_parallel=True,
         warmup_updates=cfg.warmup_updates,
     )

@@ -40,6 +40,8 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import (
     Algorithm,
     AsyncState,
+    AsyncWorker,
+    HostActing,
     clipped_adam,
     combine_worker_metrics,
     round_robin_update,
@@ -254,11 +256,9 @@ def make(config: Config) -> Algorithm:
         return state.replace(workers=workers), combine_worker_metrics(
             without_push(metrics, jnp.zeros((cfg.num_workers,), jnp.float32)))
 
-    if on_host:
-        parts = {"apply": apply, "pull": pull,
-                 **_host_parts(cfg, spec, q_fn, store, gradient, epsilon_of)}
-    else:
-        parts = {"worker": worker, "apply": apply, "pull": pull, "warmup": warmup}
+    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=apply, pull=pull,
+                         worker=None if on_host else worker,
+                         warmup=None if on_host else warmup)
 
     def greedy(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key
@@ -267,13 +267,15 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=host.compiled_update if on_host else round_robin_update(parts),
+        update=host.compiled_update if on_host else round_robin_update(pieces),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=greedy,
-        parts=parts,
         hyperparams=cfg.sweep,
         warmup_updates=cfg.warmup_updates,
+        async_worker=pieces,
+        host=(_host_worker(cfg, spec, q_fn, store, gradient, epsilon_of) if on_host
+              else None),
     )
 
 
@@ -284,12 +286,12 @@ def without_push(metrics: dict, zero) -> dict:
     return {"loss": zero, "q_mean": zero, **metrics, "staleness": zero, "max_staleness": zero}
 
 
-def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
-    """The parts of Gorila's bundles on host envs (:mod:`jaxrl_par.envs.host`), for the
-    threaded runtime: ``host_envs``, ``host_worker`` (as A3C's: ``num_steps`` host steps
-    of every env, each action from one compiled call for all lanes, then one compiled
-    call that stores and takes the gradient) and ``host_warmup(envs, bundle, copy,
-    hparams) -> (bundle, metrics)``, the same acting and storing without a push."""
+def _host_worker(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> HostActing:
+    """Gorila's bundles on host envs (:mod:`jaxrl_par.envs.host`), for the threaded
+    runtime: each lane's envs, a step as A3C's (``num_steps`` host steps of every env,
+    each action from one compiled call for all lanes, then one compiled call that stores
+    and takes the gradient) and a warm-up ``(envs, bundle, copy, hparams) -> (bundle,
+    metrics)``, the same acting and storing without a push."""
 
     def begin(b, hparams):
         hp = hyper.view(cfg, hparams)
@@ -345,6 +347,6 @@ def _host_parts(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> dict:
         return store_lanes(b, key, steps, hparams), without_push(
             metrics, np.zeros(len(lanes), np.float32))
 
-    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
-            "host_worker": host_worker, "host_warmup": host_warmup}
+    return HostActing(make_envs=functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+                      step=host_worker, warmup=host_warmup)
 

@@ -49,7 +49,7 @@ from flax import struct
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
-from jaxrl_par.algos.base import Algorithm, clipped_adam, pipelined_update
+from jaxrl_par.algos.base import Algorithm, HostActing, Pipeline, clipped_adam, pipelined_update
 from jaxrl_par.algos.config import RolloutSchedule, validate
 from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
@@ -125,8 +125,8 @@ class Config(RolloutSchedule):
 class ActorHalf:
     """The actors' part of :class:`State` (see :func:`jaxrl_par.algos.base.pipelined_update`)."""
 
-    env_state: envs.EnvState
-    key: jax.Array
+    env_state: envs.EnvState  # leaves [N_local, ...]; None on host envs
+    key: jax.Array  # the actors' key stream (the learner draws nothing)
 
 
 @struct.dataclass
@@ -135,31 +135,30 @@ class LearnerHalf:
 
     params: dict
     opt_state: optax.OptState
-    actor_params: dict
-    actor_version: jax.Array
-    learner_steps: jax.Array
-    update_count: jax.Array
-    reward_stats: RunningStats | None = None
-    discounted_return: jax.Array | None = None
-    hparams: dict | None = None
-
-
-@struct.dataclass
-class State:
-    params: dict  # the learner's
-    opt_state: optax.OptState  # over the flat parameter vector
     actor_params: dict  # the actors' copy of params
     actor_version: jax.Array  # [] int32: learner step of the actors' copy
-    env_state: envs.EnvState  # leaves [N_local, ...]
-    key: jax.Array  # the actors' key stream (the learner draws nothing)
     learner_steps: jax.Array  # [] int32
     update_count: jax.Array  # [] int32
-    pending: Trajectory | None = None  # pipeline only: acted last update, learned now
     # With reward normalisation (else None): the learner's statistics of the discounted
     # returns, and each env's running return [N_local].
     reward_stats: RunningStats | None = None
     discounted_return: jax.Array | None = None
+    hparams: dict | None = None  # the swept fields while split from the State, else None
+
+
+@struct.dataclass
+class State:
+    """IMPALA's training state: the actors' half and the learner's half."""
+
+    actor: ActorHalf
+    learner: LearnerHalf
+    pending: Trajectory | None = None  # pipeline only: acted last update, learned now
     hparams: dict | None = None  # the swept fields, float32 [] each (None: no sweep)
+
+    @property
+    def params(self) -> dict:
+        """The learner's parameters (what ``act`` and evaluation use)."""
+        return self.learner.params
 
 
 def make(config: Config) -> Algorithm:
@@ -189,20 +188,16 @@ def make(config: Config) -> Algorithm:
         reward_stats, discounted_return = init_reward_scaling(
             normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
         params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        state = State(
-            params=params,
-            opt_state=tx.init(params),
-            actor_params=params,
-            actor_version=jnp.int32(0),
+        actor = ActorHalf(
             env_state=None if on_host else local_env().reset(
                 axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
-            key=k_actors,
-            learner_steps=jnp.int32(0),
-            update_count=jnp.int32(0),
-            reward_stats=reward_stats,
-            discounted_return=discounted_return,
-            hparams=hyper.init(cfg),
-        )
+            key=k_actors)
+        learner = LearnerHalf(
+            params=params, opt_state=tx.init(params), actor_params=params,
+            actor_version=jnp.int32(0), learner_steps=jnp.int32(0),
+            update_count=jnp.int32(0), reward_stats=reward_stats,
+            discounted_return=discounted_return)
+        state = State(actor, learner, hparams=hyper.init(cfg))
         if not cfg.pipeline:
             return state
         if on_host:  # placeholder shapes: the runtime acts the first trajectories
@@ -288,26 +283,19 @@ def make(config: Config) -> Algorithm:
 
     # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
     def split(state: State):
-        actor = ActorHalf(state.env_state, state.key)
-        learner = LearnerHalf(state.params, state.opt_state, state.actor_params,
-                              state.actor_version, state.learner_steps, state.update_count,
-                              state.reward_stats, state.discounted_return, state.hparams)
-        return actor, (state.actor_params, state.actor_version), learner, state.pending
+        """The halves (the learner's with the lane's swept values) and the actors' copy."""
+        learner = state.learner.replace(hparams=state.hparams)
+        return state.actor, (learner.actor_params, learner.actor_version), learner, state.pending
 
     def join(actor: ActorHalf, learner: LearnerHalf, pending: Trajectory | None) -> State:
-        return State(learner.params, learner.opt_state, learner.actor_params,
-                     learner.actor_version, actor.env_state, actor.key,
-                     learner.learner_steps, learner.update_count, pending,
-                     learner.reward_stats, learner.discounted_return, learner.hparams)
+        return State(actor, learner.replace(hparams=None), pending, learner.hparams)
 
     def pipeline_learner(learner: LearnerHalf, pending: Trajectory):
         learner, metrics = learn_part(learner, pending)
         return learner, (learner.actor_params, learner.actor_version), metrics
 
-    parts = {"split": split, "join": join, "actor": act_part, "learner": pipeline_learner}
-    if on_host:
-        parts = {**parts, **_host_actor_parts(cfg, spec, network)}
-        del parts["actor"]
+    pipeline = Pipeline(split=split, learner=pipeline_learner, join=join,
+                        actor=None if on_host else act_part)
 
     def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
         """Act, then learn from what was acted, within one update."""
@@ -319,7 +307,7 @@ def make(config: Config) -> Algorithm:
     if on_host:
         update = host.compiled_update
     else:
-        update = pipelined_update(parts) if cfg.pipeline else fused_update
+        update = pipelined_update(pipeline) if cfg.pipeline else fused_update
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The learner's distribution's mode, as the env gets it."""
@@ -333,8 +321,11 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
-        parts=parts if cfg.pipeline else {},
         hyperparams=cfg.sweep,
+        axis_name=cfg.axis_name,
+        data_parallel=True,
+        pipeline=pipeline if cfg.pipeline else None,
+        host=_host_actor(cfg, spec, network) if on_host else None,
     )
 
 
@@ -348,15 +339,13 @@ def _empty_trajectory(cfg: Config, spec) -> Trajectory:
     return Trajectory(obs, action, zeros, zeros, false, false, obs, jnp.int32(-1))
 
 
-def _host_actor_parts(cfg: Config, spec, network) -> dict:
+def _host_actor(cfg: Config, spec, network) -> HostActing:
     """IMPALA's actors on host envs (:mod:`jaxrl_par.envs.host`), for the actor-learner
     runtime (:mod:`jaxrl_par.parallel.actor_learner`), which runs them in Python while
-    the learner's program runs on its device (Sebulba's layout):
-
-    * ``host_envs(keys [S]) -> [S] HostVecEnv``, seeded from each lane's actor key;
-    * ``host_actor(envs, actor, copy) -> (actor, acted, metrics)`` (seed-batched): one
-      update's ``num_steps`` steps of every env with the copy ``(params, version)``, one
-      compiled policy call per step for all lanes, as the compiled ``actor`` part does.
+    the learner's program runs on its device (Sebulba's layout): each lane's envs seeded
+    from its actor key, and a step of one update's ``num_steps`` steps of every env with
+    the copy ``(params, version)``, one compiled policy call per step for all lanes, as
+    the compiled actors' half does.
     """
 
     act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
@@ -367,5 +356,5 @@ def _host_actor_parts(cfg: Config, spec, network) -> dict:
                                                      cfg.num_steps)
         return actor.replace(key=key), Trajectory(**records, version=version), episodes
 
-    return {"host_envs": functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
-            "host_actor": host_actor}
+    return HostActing(make_envs=functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
+                      step=host_actor)

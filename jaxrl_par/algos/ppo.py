@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -138,6 +139,27 @@ class Batch(NamedTuple):
     target: jax.Array  # lambda-returns, the value target
 
 
+def make_rollout(config: Config) -> Callable[[State, jax.Array], tuple]:
+    """``rollout(state, key) -> (env_state, (obs, action, extras, ts))``: one update's
+    acting, ``num_steps`` steps of every env with the current policy
+    (:func:`jaxrl_par.blocks.rollouts.policy_rollout`); records are ``[T, N, ...]`` and
+    ``extras.value`` is None (PPO evaluates the critic after the rollout)."""
+    cfg = config
+    spec = envs.make(cfg.env, 1)
+    network = cfg.actor_critic(spec)
+
+    def rollout(state: State, key: jax.Array):
+        env = envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
+        prepare = (lambda obs: normalize(state.obs_stats, obs)) if cfg.normalize_obs else None
+        env_state, (obs, action, log_prob, ts) = policy_rollout(
+            env, lambda obs: network.apply(state.params, obs, method=ActorCritic.actor),
+            state.env_state, key, cfg.num_envs, cfg.num_steps, cfg.axis_name,
+            prepare=prepare)
+        return env_state, (obs, action, PolicyExtras(log_prob=log_prob, value=None), ts)
+
+    return rollout
+
+
 def make(config: Config) -> Algorithm:
     """Builds PPO's pure ``init`` and ``update`` for ``config``."""
     cfg = config
@@ -184,15 +206,7 @@ def make(config: Config) -> Algorithm:
     def prepare(stats, obs):
         return normalize(stats, obs) if cfg.normalize_obs else obs
 
-    def rollout(state: State, key: jax.Array):
-        """Acts ``num_steps`` times (:func:`jaxrl_par.blocks.rollouts.policy_rollout`). Returns
-        the final env state and ``[T, N]`` records ``(obs, action, extras, ts)``."""
-        env_state, (obs, action, log_prob, ts) = policy_rollout(
-            local_env(),
-            lambda obs: network.apply(state.params, obs, method=ActorCritic.actor),
-            state.env_state, key, cfg.num_envs, cfg.num_steps, cfg.axis_name,
-            prepare=lambda obs: prepare(state.obs_stats, obs))
-        return env_state, (obs, action, PolicyExtras(log_prob=log_prob, value=None), ts)
+    rollout = make_rollout(cfg)
 
     def scaled_rewards(state: State, ts, gamma):
         """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
@@ -320,6 +334,7 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
-        parts={"rollout": rollout},
-        hyperparams=cfg.sweep,  # rollout(state, key) -> (env_state, (obs, action, extras, ts))
+        hyperparams=cfg.sweep,
+        axis_name=cfg.axis_name,
+        data_parallel=True,
     )

@@ -40,8 +40,6 @@ from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel import packing
 from jaxrl_par.runner import lru
 
-PARTS = ("split", "actor", "learner", "join")
-
 # The compiled halves of recent runs, keyed by the parts themselves, the two devices and
 # the halves' shapes, so a second run of the same algorithm compiles nothing (as the
 # plain runner's caches do); least recently used out first.
@@ -54,18 +52,16 @@ def _shapes(tree) -> tuple:
 
 
 def check_algorithm(algo: Algorithm) -> None:
-    """A ``ValueError`` naming the fix unless ``algo`` has the pipeline's four parts."""
-    # actors on host envs give host_actor (stepped from Python) instead of actor
-    missing = [p for p in PARTS if p not in algo.parts
-               and not (p == "actor" and "host_actor" in algo.parts)]
-    if missing:
-        module = algorithm_name(algo.config)
-        hint = (f" Make it with {module}.Config(pipeline=True)."
-                if hasattr(algo.config, "pipeline") else
-                " Only algorithms with a pipelined update (Ape-X: apex.Config(pipeline=True)) "
-                "run this way.")
-        raise ValueError(f"actor_learner: {module} has no actor-learner pipeline (its parts "
-                         f"lack {missing}).{hint}")
+    """A ``ValueError`` naming the fix unless ``algo`` has an actor-learner
+    :class:`~jaxrl_par.algos.base.Pipeline` (and acts through it or on host envs)."""
+    module = algorithm_name(algo.config)
+    if algo.pipeline is None:
+        raise ValueError(
+            f"actor_learner: {module} has no actor-learner pipeline. Only algorithms with a "
+            "pipelined update run this way: make Ape-X or IMPALA with "
+            "Config(pipeline=True) (jaxrl_par.algos.with_config_field('pipeline')).")
+    if algo.pipeline.actor is None and algo.host is None:
+        raise ValueError(f"actor_learner: {module}'s pipeline has no actors' half")
 
 
 def pick_devices(devices: bool | Sequence[jax.Device] | None) -> tuple[jax.Device, jax.Device]:
@@ -85,10 +81,10 @@ class ActorLearner:
     """The two-device runtime of a pipelined algorithm (see the module docstring).
 
     Args:
-      algo: an algorithm with ``parts`` ``split``, ``actor``, ``learner`` and ``join``.
-        ``split`` and ``join`` only rearrange the state's fields, so they are applied to
-        the seed-batched state as they are; ``actor`` and ``learner`` are vmapped over
-        seeds.
+      algo: an algorithm with a :class:`~jaxrl_par.algos.base.Pipeline`. Its ``split``
+        and ``join`` only rearrange the state's fields, so they are applied to the
+        seed-batched state as they are; ``actor`` and ``learner`` are vmapped over seeds.
+        Actors on host envs (``algo.host``) are stepped from Python.
       devices: ``(learner_device, actor_device)``, or ``True`` for the first two local
         devices (one shared device if there is only one).
     """
@@ -110,31 +106,32 @@ class ActorLearner:
         """``chunk(state, start) -> (state, metrics [S, chunk_updates])``, the runner's chunk
         contract: updates ``start .. start + chunk_updates - 1`` (those at or past
         ``algo.num_updates`` are not run; their metrics rows are zeros)."""
-        parts = self.algo.parts
-        actor, copy, learner, pending = parts["split"](state)
+        pipeline, acting = self.algo.pipeline, self.algo.host
+        actor, copy, learner, pending = pipeline.split(state)
         to_actor = lambda tree: jax.device_put(tree, self.actor_device)
         to_learner = lambda tree: jax.device_put(tree, self.learner_device)
-        key = (parts.get("actor", parts.get("host_actor")), parts["learner"],
+        key = (pipeline.actor or acting.step, pipeline.learner,
                self.actor_device, self.learner_device, _shapes((actor, copy)),
                _shapes((learner, pending)))
-        on_host = "host_actor" in parts
+        on_host = pipeline.actor is None
         if on_host and not self.host_envs:  # once per runtime: episodes run on across chunks
-            self.host_envs = parts["host_envs"](actor.key)
+            self.host_envs = acting.make_envs(actor.key)
         programs = _compiled.get(key, lambda: _compile_halves(
-            parts, to_actor(actor), to_actor(copy), to_learner(learner), to_learner(pending)))
+            pipeline, to_actor(actor), to_actor(copy), to_learner(learner),
+            to_learner(pending)))
         self.actor_program, self.learner_program = programs.actor, programs.learner
         num_updates = self.algo.num_updates
 
         def host_actor(actor, packed_copy):
             """The actors' half on host envs: stepped here, in Python, while the
             learner's program (dispatched first) runs on its device."""
-            actor, acted, metrics = parts["host_actor"](
+            actor, acted, metrics = acting.step(
                 self.host_envs, actor, programs.unpack_copy(packed_copy))
             return actor, programs.pack_acted(to_actor(acted)), metrics
 
         def chunk(state, start):
             n = min(chunk_updates, num_updates - int(start))
-            actor, copy, learner, pending = parts["split"](state)
+            actor, copy, learner, pending = pipeline.split(state)
             # the batch and the parameter copy cross devices packed: a few flat arrays
             actor, copy = to_actor(actor), programs.pack_copy(to_actor(copy))
             learner = to_learner(learner)
@@ -158,7 +155,7 @@ class ActorLearner:
                 rows.append({**actor_metrics, **learner_metrics})
                 if i >= 2:  # keep at most two updates in flight: bounded memory
                     jax.block_until_ready(rows[i - 2])
-            state = parts["join"](to_learner(actor), learner, programs.unpack_acted(pending))
+            state = pipeline.join(to_learner(actor), learner, programs.unpack_acted(pending))
             return state, _stack(rows, chunk_updates)
 
         return chunk
@@ -178,27 +175,27 @@ class _Programs(NamedTuple):
     unpack_copy: Callable
 
 
-def _compile_halves(parts, actor, copy, learner, pending) -> _Programs:
+def _compile_halves(pipeline, actor, copy, learner, pending) -> _Programs:
     """Compiles the two halves for seed-batched arguments placed on their devices."""
     unbatched = lambda tree: jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
-    acted = (unbatched(pending) if "actor" not in parts  # host actors: init's shapes
-             else jax.eval_shape(parts["actor"], unbatched(actor), unbatched(copy))[1])
+    acted = (unbatched(pending) if pipeline.actor is None  # host actors: init's shapes
+             else jax.eval_shape(pipeline.actor, unbatched(actor), unbatched(copy))[1])
     pack_copy, unpack_copy = packing.packer(unbatched(copy))
     pack_acted, unpack_acted = packing.packer(acted)
 
     def actor_half(actor, copy):
-        actor, acted, metrics = parts["actor"](actor, unpack_copy(copy))
+        actor, acted, metrics = pipeline.actor(actor, unpack_copy(copy))
         return actor, pack_acted(acted), metrics
 
     def learner_half(learner, pending):
-        learner, copy, metrics = parts["learner"](learner, unpack_acted(pending))
+        learner, copy, metrics = pipeline.learner(learner, unpack_acted(pending))
         return learner, pack_copy(copy), metrics
 
     pack_copies, pack_batches, unpack_batches, unpack_copies = (
         jax.jit(jax.vmap(f)) for f in (pack_copy, pack_acted, unpack_acted, unpack_copy))
     return _Programs(
-        None if "actor" not in parts else jax.jit(jax.vmap(actor_half), donate_argnums=0)
+        None if pipeline.actor is None else jax.jit(jax.vmap(actor_half), donate_argnums=0)
         .lower(actor, pack_copies(copy)).compile(),
         jax.jit(jax.vmap(learner_half), donate_argnums=0).lower(
             learner, pack_batches(pending)).compile(),

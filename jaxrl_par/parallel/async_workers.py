@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par.algos.base import ASYNC_PARTS, Algorithm, combine_worker_metrics
+from jaxrl_par.algos.base import Algorithm, combine_worker_metrics
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.platform import cpu_threads
 
@@ -50,14 +50,14 @@ SCHEDULES = ("threads", "round_robin")
 
 
 def check_algorithm(algo: Algorithm) -> None:
-    """A ``ValueError`` naming the fix unless ``algo`` has the asynchronous parts."""
-    # workers on host envs give host_worker (stepped from Python) instead of worker
-    missing = [p for p in ASYNC_PARTS if p not in algo.parts
-               and not (p == "worker" and "host_worker" in algo.parts)]
-    if missing or not hasattr(algo.config, "num_workers"):
+    """A ``ValueError`` naming the fix unless ``algo`` has asynchronous workers
+    (:class:`~jaxrl_par.algos.base.AsyncWorker`)."""
+    if algo.async_worker is None:
         module = algorithm_name(algo.config)
-        raise ValueError(f"async_workers: {module} has no asynchronous workers (its parts "
-                         f"lack {missing or ASYNC_PARTS}); use a3c, a2c or gorila")
+        raise ValueError(f"async_workers: {module} has no asynchronous workers; use one of "
+                         "jaxrl_par.algos.with_config_field('num_workers')")
+    if algo.async_worker.worker is None and algo.host is None:
+        raise ValueError(f"async_workers: {algorithm_name(algo.config)} gives no worker")
 
 
 def pick_devices(devices: bool | Sequence[jax.Device] | None) -> list[jax.Device]:
@@ -85,8 +85,8 @@ class AsyncWorkers:
     """The threaded runtime of an asynchronous algorithm (see the module docstring).
 
     Args:
-      algo: an algorithm with parts ``worker``, ``apply`` and ``pull`` and a state
-        :class:`~jaxrl_par.algos.base.AsyncState`; ``config.num_workers`` workers.
+      algo: an algorithm with an :class:`~jaxrl_par.algos.base.AsyncWorker` and a state
+        :class:`~jaxrl_par.algos.base.AsyncState`.
       devices: the devices (the server on the first; worker ``k`` on ``k mod D``), or
         ``True`` for every local device.
       schedule: ``"threads"`` (asynchronous) or ``"round_robin"`` (one thread, fixed
@@ -99,7 +99,7 @@ class AsyncWorkers:
         if schedule not in SCHEDULES:
             raise ValueError(f"async_workers: schedule={schedule!r}; choose from {SCHEDULES}")
         self.algo = algo
-        self.num_workers = int(algo.config.num_workers)
+        self.num_workers = int(algo.async_worker.num_workers)
         self.devices = pick_devices(devices)
         self.learner_device = self.devices[0]  # the server's (the runner places the state)
         self.schedule = schedule
@@ -127,12 +127,12 @@ class AsyncWorkers:
     def compile(self, state: Any, chunk_updates: int) -> Callable:
         """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
         contract, one update being ``K`` pushes (rows past ``algo.num_updates`` zero)."""
-        parts, num_workers = self.algo.parts, self.num_workers
+        parts, acting, num_workers = self.algo.async_worker, self.algo.host, self.num_workers
         hparams_axis = None if state.hparams is None else 0
 
         def serve(server, push, copy, hparams):
-            server, metrics = parts["apply"](server, push, hparams)
-            return server, parts["pull"](server, copy), metrics
+            server, metrics = parts.apply(server, push, hparams)
+            return server, parts.pull(server, copy), metrics
 
         serve_fn = jax.jit(jax.vmap(serve, in_axes=(0, 0, 0, hparams_axis)),
                            donate_argnums=0)
@@ -151,17 +151,17 @@ class AsyncWorkers:
         stack = jax.jit(_stack_workers).lower(
             jax.tree.map(on_server, jax.eval_shape(split_fn, by_worker))).compile()
         example_copy = _worker_slice(state.copies, 0)
-        on_host = "host_worker" in parts
+        on_host = parts.worker is None
         if on_host:
             # Each worker steps host envs of its own from its thread (made once per
             # runtime, so episodes run on across chunks); the server's program compiles
             # at the first push, whose shapes only the host worker knows.
             if not self.host_envs:
-                self.host_envs = [parts["host_envs"](state.workers.key[:, k])
+                self.host_envs = [acting.make_envs(state.workers.key[:, k])
                                   for k in range(num_workers)]
             serve_program = serve_fn
         else:
-            worker_fn = jax.jit(jax.vmap(parts["worker"], in_axes=(0, 0, hparams_axis)),
+            worker_fn = jax.jit(jax.vmap(parts.worker, in_axes=(0, 0, hparams_axis)),
                                 donate_argnums=0)
             # Compile ahead (the runner times it): a worker program per device, the server's.
             example_worker = _worker_slice(state.workers, 0)
@@ -179,12 +179,12 @@ class AsyncWorkers:
         num_updates = self.algo.num_updates
         schedule = self.schedule
 
-        warm_part = "host_warmup" if on_host else "warmup"
-        warmup_updates = self.algo.warmup_updates if warm_part in parts else 0
+        warm_part = acting.warmup if on_host else parts.warmup
+        warmup_updates = self.algo.warmup_updates if warm_part is not None else 0
 
         def warm_program(length: int):
             """``length`` warm-up updates (no pushes) as one scanned program."""
-            scan = lambda s: jax.lax.scan(lambda s, _: parts["warmup"](s), s, None,
+            scan = lambda s: jax.lax.scan(lambda s, _: parts.warmup(s), s, None,
                                           length=length)
             return jax.jit(jax.vmap(scan), donate_argnums=0)
 
@@ -200,7 +200,7 @@ class AsyncWorkers:
             log = []
             for i in range(length * num_workers):
                 k = i % num_workers
-                workers[k], metrics = parts["host_warmup"](
+                workers[k], metrics = acting.warmup(
                     self.host_envs[k], workers[k], copies[k], state.hparams)
                 log.append(metrics)
             return (state.replace(workers=stack(list(zip(workers, copies)))[0]),
@@ -256,7 +256,7 @@ class AsyncWorkers:
                 mine = own[k]
                 device = self.worker_devices[k]
                 if on_host:
-                    mine["worker"], pushed, worker_metrics = parts["host_worker"](
+                    mine["worker"], pushed, worker_metrics = acting.step(
                         self.host_envs[k], mine["worker"], mine["copy"], mine["hparams"])
                 else:
                     mine["worker"], pushed, worker_metrics = workers_by_device[device](

@@ -52,18 +52,17 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = T
             f"use a multiple of {shape.pop} seeds (with a sweep: of lanes, seeds times "
             "points)"
         )
-    axis_name = getattr(algo.config, "axis_name", None)
-    if shape.data > 1 and not hasattr(algo.config, "axis_name"):
+    if shape.data > 1 and not algo.data_parallel:
         raise ValueError(
             f"the mesh has a data axis of {shape.data} devices but "
-            f"{algorithm_name(algo.config)}.Config has no axis_name: this algorithm does "
-            "not run data parallel; give it one device, or devices only for a population "
-            f"(pop=devices), or see jaxrl_par.algos.with_config_field('axis_name')"
+            f"{algorithm_name(algo.config)} does not run data parallel; give it one "
+            "device, or devices only for a population (pop=devices), or see "
+            "jaxrl_par.algos.with_config_field('axis_name')"
         )
-    if shape.data > 1 and axis_name != axes.DATA:
+    if shape.data > 1 and algo.axis_name != axes.DATA:
         raise ValueError(
             f"the mesh has a data axis of {shape.data} devices but the algorithm was made "
-            f"with axis_name={axis_name!r}: make it with Config(axis_name="
+            f"with axis_name={algo.axis_name!r}: make it with Config(axis_name="
             f"jaxrl_par.axes.DATA) so that gradients are averaged over devices"
         )
     if trace:

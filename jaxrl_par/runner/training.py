@@ -254,7 +254,7 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     else:
         compiled = _compile_once(
             ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
-             algo.warmup_updates, algo.parts.get("warmup"), _abstract(state)),
+             algo.warmup_updates, algo.warmup_update, _abstract(state)),
             lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
             .lower(*args), state, jnp.int32(0))
     return jax.block_until_ready(state), compiled
@@ -391,7 +391,7 @@ def train(
         raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
                          "round-trips (progress, logs, checkpoints), an int >= 1")
     _check_eval(algo, eval_envs, eval_every)
-    axis_name = getattr(algo.config, "axis_name", None)
+    axis_name = algo.axis_name
     if axis_name is not None and devices is None and pop is None and chunk_fn_factory is None:
         for runtime, given in (("async_workers", async_workers),
                                ("actor_learner", actor_learner)):
