@@ -278,6 +278,21 @@ def speed_one(spec: str) -> dict:
 AS_USERS_RUN = {"ours": (1,), "ours-cores": (1, os.cpu_count()), "rejax": (None,)}
 
 
+def purejaxrl_command(spec: str) -> list[str] | None:
+    """The command that times PureJaxRL's unmodified ``ppo.py`` for ``spec``
+    (``ENV:NUM_ENVS:UPDATES:REPEATS``) in its own environment
+    (``benchmarks/purejaxrl_ppo.py``), from ``$PUREJAXRL_PYTHON`` (that environment's
+    interpreter) and ``$PUREJAXRL_DIR`` (a checkout at commit 31756b1); None when either
+    is unset."""
+    python, where = os.environ.get("PUREJAXRL_PYTHON"), os.environ.get("PUREJAXRL_DIR")
+    if not python or not where:
+        return None
+    env_id, n, updates, repeats = spec.split(":")
+    return [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "purejaxrl_ppo.py"),
+            "--dir", where, "--env", env_id, "--num-envs", n, "--updates", updates,
+            "--repeats", repeats]
+
+
 def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
     """Each run of :data:`AS_USERS_RUN` in fresh processes, not pinned, with the XLA:CPU
     set-up its users get; the order reversed every other round. Medians over rounds of
@@ -288,12 +303,25 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
     for env_id, n in settings:
         updates = updates_timed(n)
         spec = f"{env_id}:{n}:{updates}:{repeats}"
-        runs = as_users_run(lambda who, spec=spec: [sys.executable, __file__, "--speed-one",
-                                                    f"{who}:{spec}"], rounds,
-                            setups=AS_USERS_RUN)
+        setups = dict(AS_USERS_RUN)
+        if purejaxrl_command(spec) is not None:
+            setups["purejaxrl"] = (None,)  # XLA's default pool, as its users get it
+        else:
+            print("PureJaxRL skipped: set PUREJAXRL_PYTHON and PUREJAXRL_DIR "
+                  "(benchmarks/purejaxrl_ppo.py)", flush=True)
+
+        def command(who, spec=spec):
+            if who == "purejaxrl":
+                return purejaxrl_command(spec)
+            return [sys.executable, __file__, "--speed-one", f"{who}:{spec}"]
+
+        runs = as_users_run(command, rounds, setups=setups)
         sps = {who: [x["steps_per_second"] for x in v] for who, v in runs.items()}
         med = {k: statistics.median(v) for k, v in sps.items()}
         ratios = {who: med[who] / med["rejax"] for who in med if who != "rejax"}
+        if "purejaxrl" in med:
+            ratios.update({f"{who}/purejaxrl": med[who] / med["purejaxrl"]
+                           for who in ("ours", "ours-cores")})
         rows.append({"env": env_id, "num_envs": n, "updates_timed": updates,
                      "steps_per_second": sps, "median": med, "ratio_over_rejax": ratios})
         print(f"{env_id:18s} {n:5d} " + " ".join(f"{k} {v:,.0f}" for k, v in med.items())
@@ -361,6 +389,39 @@ def whole_program(rounds: int, total_timesteps: int, users_pools: bool = False) 
     return {"total_timesteps": total_timesteps, "runs": runs, "medians": medians}
 
 
+def main_job(rounds: int) -> dict:
+    """README's main job against PureJaxRL's, each run as its README runs it, in fresh
+    processes alternated (the order reversed every other round), nothing cached: ours
+    ``jaxrl-par train ppo --env CartPole-v1 --no-compile-cache``, PureJaxRL
+    ``python purejaxrl/ppo.py`` (``$PUREJAXRL_PYTHON``, in ``$PUREJAXRL_DIR``). Wall
+    seconds of each whole process, imports and compile included; medians."""
+    import shutil
+    import statistics
+    import time
+
+    python, where = os.environ.get("PUREJAXRL_PYTHON"), os.environ.get("PUREJAXRL_DIR")
+    if not python or not where:
+        raise SystemExit("--main-job needs PUREJAXRL_PYTHON and PUREJAXRL_DIR "
+                         "(benchmarks/purejaxrl_ppo.py says how)")
+    cli = shutil.which("jaxrl-par") or "jaxrl-par"
+    commands = {
+        "ours": ([cli, "train", "ppo", "--env", "CartPole-v1", "--no-compile-cache",
+                  "--no-progress", "--json"], None),
+        "purejaxrl": ([python, "purejaxrl/ppo.py"], where),
+    }
+    runs: dict[str, list[float]] = {who: [] for who in commands}
+    for r in range(rounds):
+        for who in list(commands) if r % 2 == 0 else list(commands)[::-1]:
+            command, cwd = commands[who]
+            env = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
+            t = time.perf_counter()
+            subprocess.run(command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            runs[who].append(time.perf_counter() - t)
+            print(r, who, f"{runs[who][-1]:.1f} s", flush=True)
+    return {"wall_s": runs, "median_wall_s": {k: statistics.median(v) for k, v in runs.items()}}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
@@ -384,6 +445,8 @@ def main() -> None:
                         "device per core; rejax XLA's default pool), not pinned: "
                         "--compile-rounds rounds of --repeats calls")
     p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
+    p.add_argument("--main-job", action="store_true",
+                   help="README's main job against PureJaxRL's ppo.py, whole processes")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "ppo.json"))
     args = p.parse_args()
     if args.compile_one:
@@ -395,6 +458,12 @@ def main() -> None:
         return
     if args.speed_one:
         print(json.dumps(speed_one(args.speed_one)))
+        return
+    if args.main_job:
+        result = main_job(args.compile_rounds)
+        out = args.out.replace("ppo.json", "ppo_main_job.json")
+        write_json(out, {"machine": machine(), **result})
+        print(f"wrote {out}: median wall s {result['median_wall_s']}")
         return
     if args.whole_program:
         steps = 100_000 if args.quick else 500_000
@@ -422,15 +491,17 @@ def main() -> None:
         out = args.out.replace("ppo.json", "ppo_as_users_run.json")
         write_json(out, {"machine": machine(), "hyperparameters": HP, "settings": rows})
         print(f"wrote {out}\n")
-        print("| env | num_envs | ours, 1 device | ours, 1 device per core | rejax "
-              "(XLA's default pool) | ours/rejax | ours per core/rejax | every process "
-              "(ours; per core; rejax) |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        print("| env | num_envs | ours, 1 device | ours, a device per core | rejax | "
+              "PureJaxRL | ours/rejax | ours/PureJaxRL | per core/rejax | every process |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
             m, a, q = r["median"], r["steps_per_second"], r["ratio_over_rejax"]
+            pj = f"{m['purejaxrl']:,.0f}" if "purejaxrl" in m else "-"
+            pj_ratio = f"{q['ours/purejaxrl']:.2f}" if "ours/purejaxrl" in q else "-"
             print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {m['ours-cores']:,.0f} "
-                  f"| {m['rejax']:,.0f} | {q['ours']:.2f} | {q['ours-cores']:.2f} | "
-                  + "; ".join(", ".join(f"{x / 1e3:.0f}k" for x in a[w]) for w in AS_USERS_RUN)
+                  f"| {m['rejax']:,.0f} | {pj} | {q['ours']:.2f} | {pj_ratio} | "
+                  f"{q['ours-cores']:.2f} | "
+                  + "; ".join(f"{w}: " + ", ".join(f"{x / 1e3:.0f}k" for x in a[w]) for w in a)
                   + " |")
         return
     rows = []

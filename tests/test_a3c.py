@@ -145,7 +145,7 @@ def test_config_errors_name_the_fix(module, changes, message):
 
 
 def test_async_workers_refuses_a_synchronous_algorithm_and_other_layouts():
-    with pytest.raises(ValueError, match="use a3c, a2c or gorila"):
+    with pytest.raises(ValueError, match="use a2c, a3c or gorila"):
         train(ppo.make(ppo.Config(total_timesteps=512, num_envs=4, num_steps=128)), 0,
               progress=False, async_workers=True)
     with pytest.raises(ValueError, match="does not combine"):

@@ -48,7 +48,8 @@ def test_initial_priority_is_actor_td_error():
     state = jax.jit(algo.init)(jax.random.key(0))
     # Give the actors a different copy than the learner's.
     actor = jax.tree.map(lambda p: p + 0.3 * jnp.sign(p), state.params)
-    state = state.replace(actor_params=actor, actor_target_params=actor)
+    learner = state.learner.replace(actor_params=actor, actor_target_params=actor)
+    state = state.replace(learner=learner)
     update = jax.jit(algo.update)
     state, _ = update(state)
     state, _ = update(state)

@@ -106,3 +106,48 @@ def test_networks_take_byte_observations_as_their_float_values():
         want = jax.tree.leaves(net.apply(params, obs.astype(jnp.float32)))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def _networks():
+    """Every network the algorithms build, with an example input."""
+    from jaxrl_par.networks import EnsembleQ, SquashedGaussianActor
+
+    vec, img = jnp.ones((3, 4)), jnp.ones((3, 10, 10, 4))
+    return [
+        ("actor-critic, discrete", ActorCritic(2, obs_shape=(4,)), (vec,)),
+        ("actor-critic, Gaussian", ActorCritic(2, discrete=False, obs_shape=(4,)), (vec,)),
+        ("actor-critic, shared torso", ActorCritic(2, obs_shape=(4,), shared_torso=True),
+         (vec,)),
+        ("actor-critic, CNN", ActorCritic(3, obs_shape=(10, 10, 4)), (img,)),
+        ("Q, dueling", QNetwork(2, obs_shape=(4,), dueling=True), (vec,)),
+        ("Q, CNN", QNetwork(3, obs_shape=(10, 10, 4)), (img,)),
+        ("squashed Gaussian actor", SquashedGaussianActor(2, (-1.0, -2.0), (1.0, 2.0),
+                                                          obs_shape=(4,)), (vec,)),
+        ("critic ensemble", EnsembleQ(2, (8, 8)), (vec, jnp.ones((3, 2)))),
+    ]
+
+
+def _outputs(out):
+    return [x for x in jax.tree.leaves(out) if jnp.issubdtype(x.dtype, jnp.floating)]
+
+
+@pytest.mark.parametrize("name, net, args", _networks(), ids=[n for n, *_ in _networks()])
+def test_forward_mode_autodiff_through_every_network(name, net, args):
+    """``jax.jvp`` with respect to the parameters works through every network (forward mode:
+    Hessian-vector products, ``jax.jacfwd``) and agrees with reverse mode: for random
+    directions ``t`` and cotangents ``u``, ``<u, J t> = <J^T u, t>``."""
+    params = net.init(jax.random.key(0), *args)
+    leaves, treedef = jax.tree.flatten(params)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    tangent = treedef.unflatten([jax.random.normal(k, p.shape, p.dtype)
+                                 for k, p in zip(keys, leaves, strict=True)])
+    f = lambda p: _outputs(net.apply(p, *args))
+    primal, jvp = jax.jvp(f, (params,), (tangent,))
+    cotangent = [jax.random.normal(jax.random.key(2 + i), y.shape, y.dtype)
+                 for i, y in enumerate(primal)]
+    _, vjp = jax.vjp(f, params)
+    (pullback,) = vjp(cotangent)
+    forward = sum(float(jnp.vdot(u, dy)) for u, dy in zip(cotangent, jvp, strict=True))
+    backward = sum(float(jnp.vdot(g, t)) for g, t in
+                   zip(jax.tree.leaves(pullback), jax.tree.leaves(tangent), strict=True))
+    np.testing.assert_allclose(forward, backward, rtol=1e-4, atol=1e-4, err_msg=name)

@@ -48,5 +48,10 @@ def with_config_field(field: str) -> list[str]:
                   if field in {f.name for f in dataclasses.fields(get(n).Config)})
 
 
+def listed(names: list[str]) -> str:
+    """``"a, b or c"``: algorithm names for an error message."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 __all__ = ["ALGORITHMS", "CONTINUOUS_ACTIONS", "CONTINUOUS_ONLY", "Algorithm", "for_actions", "get",
-           "with_config_field"]
+           "listed", "with_config_field"]

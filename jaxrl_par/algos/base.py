@@ -46,16 +46,15 @@ class AsyncWorker(NamedTuple):
       worker: ``worker(worker, copy, hparams) -> (worker, push, metrics)``: one worker's
         acting and gradient with its copy, or None when the workers step host
         environments (then :attr:`Algorithm.host` computes it).
-      warmup: ``warmup(state) -> (state, metrics)``: one update in which every worker acts
-        and stores but pushes nothing (a replay learner before ``learning_starts``), or
-        None.
+
+    A warm-up (every worker acts and stores but pushes nothing, a replay learner before
+    ``learning_starts``) is the algorithm's ``warmup_update``.
     """
 
     num_workers: int
     apply: Callable
     pull: Callable
     worker: Callable | None = None
-    warmup: Callable | None = None
 
 
 class HostActing(NamedTuple):

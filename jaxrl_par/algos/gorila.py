@@ -257,8 +257,7 @@ def make(config: Config) -> Algorithm:
             without_push(metrics, jnp.zeros((cfg.num_workers,), jnp.float32)))
 
     pieces = AsyncWorker(num_workers=cfg.num_workers, apply=apply, pull=pull,
-                         worker=None if on_host else worker,
-                         warmup=None if on_host else warmup)
+                         worker=None if on_host else worker)
 
     def greedy(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key
@@ -273,6 +272,7 @@ def make(config: Config) -> Algorithm:
         act=greedy,
         hyperparams=cfg.sweep,
         warmup_updates=cfg.warmup_updates,
+        warmup_update=None if on_host else warmup,
         async_worker=pieces,
         host=(_host_worker(cfg, spec, q_fn, store, gradient, epsilon_of) if on_host
               else None),

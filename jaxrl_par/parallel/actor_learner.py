@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxrl_par import algos
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel import packing
@@ -56,10 +57,11 @@ def check_algorithm(algo: Algorithm) -> None:
     :class:`~jaxrl_par.algos.base.Pipeline` (and acts through it or on host envs)."""
     module = algorithm_name(algo.config)
     if algo.pipeline is None:
-        raise ValueError(
-            f"actor_learner: {module} has no actor-learner pipeline. Only algorithms with a "
-            "pipelined update run this way: make Ape-X or IMPALA with "
-            "Config(pipeline=True) (jaxrl_par.algos.with_config_field('pipeline')).")
+        able = algos.with_config_field("pipeline")
+        hint = (f"make it with {module}.Config(pipeline=True)" if module in able else
+                f"only algorithms with a pipelined update run this way: "
+                f"{algos.listed(able)} with Config(pipeline=True)")
+        raise ValueError(f"actor_learner: {module} has no actor-learner pipeline; {hint}")
     if algo.pipeline.actor is None and algo.host is None:
         raise ValueError(f"actor_learner: {module}'s pipeline has no actors' half")
 

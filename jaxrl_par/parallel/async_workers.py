@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_par import algos
 from jaxrl_par.algos.base import Algorithm, combine_worker_metrics
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.platform import cpu_threads
@@ -54,8 +55,8 @@ def check_algorithm(algo: Algorithm) -> None:
     (:class:`~jaxrl_par.algos.base.AsyncWorker`)."""
     if algo.async_worker is None:
         module = algorithm_name(algo.config)
-        raise ValueError(f"async_workers: {module} has no asynchronous workers; use one of "
-                         "jaxrl_par.algos.with_config_field('num_workers')")
+        able = algos.listed(algos.with_config_field("num_workers"))
+        raise ValueError(f"async_workers: {module} has no asynchronous workers; use {able}")
     if algo.async_worker.worker is None and algo.host is None:
         raise ValueError(f"async_workers: {algorithm_name(algo.config)} gives no worker")
 
@@ -179,12 +180,12 @@ class AsyncWorkers:
         num_updates = self.algo.num_updates
         schedule = self.schedule
 
-        warm_part = acting.warmup if on_host else parts.warmup
+        warm_part = acting.warmup if on_host else self.algo.warmup_update
         warmup_updates = self.algo.warmup_updates if warm_part is not None else 0
 
         def warm_program(length: int):
             """``length`` warm-up updates (no pushes) as one scanned program."""
-            scan = lambda s: jax.lax.scan(lambda s, _: parts.warmup(s), s, None,
+            scan = lambda s: jax.lax.scan(lambda s, _: self.algo.warmup_update(s), s, None,
                                           length=length)
             return jax.jit(jax.vmap(scan), donate_argnums=0)
 

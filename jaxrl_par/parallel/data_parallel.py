@@ -27,7 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_par import axes
+from jaxrl_par import algos, axes
 from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.parallel.mesh import shape_of
@@ -55,9 +55,10 @@ def check_algorithm(algo: Algorithm, mesh: Mesh, num_seeds: int, trace: bool = T
     if shape.data > 1 and not algo.data_parallel:
         raise ValueError(
             f"the mesh has a data axis of {shape.data} devices but "
-            f"{algorithm_name(algo.config)} does not run data parallel; give it one "
-            "device, or devices only for a population (pop=devices), or see "
-            "jaxrl_par.algos.with_config_field('axis_name')"
+            f"{algorithm_name(algo.config)}.Config has no axis_name: this algorithm does "
+            "not run data parallel; give it one device, or devices only for a population "
+            "(pop=devices), or use "
+            f"{algos.listed(algos.with_config_field('axis_name'))}"
         )
     if shape.data > 1 and algo.axis_name != axes.DATA:
         raise ValueError(
