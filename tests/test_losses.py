@@ -20,9 +20,15 @@ from jaxrl_par.algos import ppo
 from jaxrl_par.losses import (
     actor_critic_loss,
     approx_kl,
+    clipped_double_q_target,
     clipped_surrogate_loss,
     clipped_value_loss,
+    deterministic_policy_gradient_loss,
     policy_gradient_loss,
+    soft_actor_loss,
+    soft_critic_loss,
+    soft_q_target,
+    temperature_loss,
     value_loss,
 )
 
@@ -249,6 +255,147 @@ def test_actor_critic_loss_literals():
     assert_caught(lambda p, v, h: p + 0.25 * v - 0.5 * h, cases)   # coefficients swapped
 
 
+# -- soft actor-critic, DDPG, TD3 -----------------------------------------------------------------
+# (reward, discount, min_q, log_prob, target), alpha = 0.5
+SOFT_TARGET = [
+    (1.0, 0.5, 4.0, -2.0, 3.5),   # 1 + 0.5 * (4 - 0.5 * -2) = 1 + 0.5 * 5
+    (1.0, 0.0, 4.0, -2.0, 1.0),   # terminated: r only
+    (0.0, 0.9, 2.0, 1.0, 1.35),   # 0.9 * (2 - 0.5 * 1) = 0.9 * 1.5
+]
+
+
+def test_soft_q_target_literals():
+    assert_literals(lambda r, d, q, lp: soft_q_target(r, d, q, lp, 0.5), SOFT_TARGET)
+
+
+@pytest.mark.parametrize("mutant", [
+    lambda r, d, q, lp: r + d * (q + 0.5 * lp),   # entropy sign
+    lambda r, d, q, lp: r + d * q,                 # no entropy term
+    lambda r, d, q, lp: r + d * q - 0.5 * lp,      # entropy not discounted
+], ids=["sign", "no_entropy", "undiscounted_entropy"])
+def test_soft_q_target_literals_catch(mutant):
+    assert_caught(mutant, SOFT_TARGET)
+
+
+def test_soft_q_target_is_a_constant():
+    g = jax.grad(soft_q_target, argnums=(2, 3))(f32(1.0), f32(0.5), f32(4.0), f32(-2.0), 0.5)
+    assert [float(x) for x in g] == [0.0, 0.0]
+
+
+def test_soft_critic_loss_literals():
+    # 0.5 * ((1 - 2)^2 + (3 - 2)^2) = 0.5 * 2 = 1; 0.5 * ((0 - 1)^2 + (4 - 1)^2) = 0.5 * 10 = 5
+    cases = [([1.0, 3.0], 2.0, 1.0), ([0.0, 4.0], 1.0, 5.0)]
+    assert_literals(soft_critic_loss, cases)
+    assert_caught(lambda q, t: 0.5 * jnp.mean(jnp.square(q - t)), cases)   # mean over critics
+    assert_caught(lambda q, t: 0.5 * jnp.square(jnp.min(q) - t), cases)    # min critic only
+    assert_caught(lambda q, t: jnp.sum(jnp.square(q - t)), cases)          # no 0.5
+
+
+def test_soft_critic_loss_batch_mean_is_sacs_critic_loss():
+    """The batch mean of the per-sample loss is SAC's
+    ``0.5 * sum_k mean_b (q[k, b] - y[b])^2``. q = [[1, 0], [3, 4]] (critic k, sample b),
+    y = [2, 1]: critic 0's squared errors [1, 1] (mean 1), critic 1's [1, 9] (mean 5);
+    0.5 * (1 + 5) = 3."""
+    q = jnp.array([[1.0, 0.0], [3.0, 4.0]])
+    y = jnp.array([2.0, 1.0])
+    loss = jnp.mean(jax.vmap(soft_critic_loss, (1, 0))(q, y))
+    assert float(loss) == pytest.approx(3.0)
+
+
+def test_soft_critic_loss_gradient():
+    # d/dq_k = q_k - t: [1 - 2, 3 - 2]; none into the target
+    gq, gt = jax.grad(soft_critic_loss, argnums=(0, 1))(jnp.array([1.0, 3.0]), f32(2.0))
+    np.testing.assert_allclose(gq, [-1.0, 1.0])
+    assert float(gt) == 0.0
+
+
+# (log_prob, min_q, loss), alpha = 0.5
+SOFT_ACTOR = [
+    (-1.0, 3.0, -3.5),   # 0.5 * -1 - 3
+    (2.0, -1.0, 2.0),    # 0.5 * 2 + 1
+]
+
+
+def test_soft_actor_loss_literals():
+    assert_literals(lambda lp, q: soft_actor_loss(lp, q, 0.5), SOFT_ACTOR)
+
+
+@pytest.mark.parametrize("mutant", [
+    lambda lp, q: 0.5 * lp + q,     # sign of Q
+    lambda lp, q: -0.5 * lp - q,    # sign of the entropy term
+    lambda lp, q: lp - 0.5 * q,     # alpha on the wrong term
+], ids=["q_sign", "entropy_sign", "alpha_on_q"])
+def test_soft_actor_loss_literals_catch(mutant):
+    assert_caught(mutant, SOFT_ACTOR)
+
+
+def test_soft_actor_loss_gradient():
+    # d/dlp = alpha = 0.5; d/dq = -1; alpha is a constant
+    g = jax.grad(soft_actor_loss, argnums=(0, 1, 2))(f32(-1.0), f32(3.0), f32(0.5))
+    assert [float(x) for x in g] == [0.5, -1.0, 0.0]
+
+
+# (log_alpha, log_prob, loss), target_entropy = -1
+TEMPERATURE = [
+    (0.5, -3.0, 2.0),    # -0.5 * (-3 + -1) = -0.5 * -4
+    (-1.0, 0.5, -0.5),   # 1 * (0.5 - 1) = -0.5
+    (0.0, -3.0, 0.0),    # log_alpha = 0
+]
+
+
+def test_temperature_loss_literals():
+    assert_literals(lambda la, lp: temperature_loss(la, lp, -1.0), TEMPERATURE)
+
+
+@pytest.mark.parametrize("mutant", [
+    lambda la, lp: la * (lp - 1.0),                 # sign
+    lambda la, lp: -la * (lp + 1.0),                # sign of target_entropy
+    lambda la, lp: -jnp.exp(la) * (lp - 1.0),       # in alpha, not log alpha
+], ids=["sign", "target_sign", "alpha"])
+def test_temperature_loss_literals_catch(mutant):
+    assert_caught(mutant, TEMPERATURE)
+
+
+def test_temperature_loss_gradient_is_entropy_minus_target():
+    # One sample: d/dlog_alpha = -(log_prob + target_entropy) = -(-3 - 1) = 4.
+    g_la, g_lp = jax.grad(temperature_loss, argnums=(0, 1))(f32(0.5), f32(-3.0), -1.0)
+    assert float(g_la) == 4.0 and float(g_lp) == 0.0
+    # A batch: the entropy estimate -mean(log_prob) = -mean(-3, -1) = 2, minus the target
+    # -1: 3, the gradient SAC's temperature step takes.
+    log_prob = jnp.array([-3.0, -1.0])
+    g = jax.grad(lambda la: jnp.mean(jax.vmap(temperature_loss, (None, 0, None))(
+        la, log_prob, -1.0)))(f32(0.5))
+    assert float(g) == pytest.approx(3.0)
+
+
+def test_deterministic_policy_gradient_loss():
+    # -Q: -2; gradient -1 (ascend Q)
+    assert float(deterministic_policy_gradient_loss(f32(2.0))) == -2.0
+    assert float(jax.grad(deterministic_policy_gradient_loss)(f32(2.0))) == -1.0
+    # Through a critic Q(a) = -(a - 1)^2 and a policy a = theta: descent moves theta to 1;
+    # at theta = 0, d/dtheta -Q = d/dtheta (theta - 1)^2 = -2.
+    g = jax.grad(lambda th: deterministic_policy_gradient_loss(-jnp.square(th - 1.0)))(f32(0.0))
+    assert float(g) == -2.0
+
+
+# (reward, discount, q_1, q_2, target)
+DOUBLE_Q = [
+    (1.0, 0.5, 4.0, 2.0, 2.0),   # 1 + 0.5 * min(4, 2)
+    (0.0, 0.9, -1.0, 3.0, -0.9),  # 0.9 * min(-1, 3)
+    (2.0, 0.0, 4.0, 2.0, 2.0),   # terminated
+]
+
+
+def test_clipped_double_q_target_literals():
+    assert_literals(lambda r, d, q1, q2: clipped_double_q_target(r, d, jnp.stack([q1, q2])),
+                    DOUBLE_Q)
+    assert_caught(lambda r, d, q1, q2: r + d * jnp.maximum(q1, q2), DOUBLE_Q)   # max
+    assert_caught(lambda r, d, q1, q2: r + d * (q1 + q2) / 2, DOUBLE_Q)          # mean
+    assert_caught(lambda r, d, q1, q2: r + d * q1, DOUBLE_Q)                     # first only
+    g = jax.grad(clipped_double_q_target, argnums=2)(f32(1.0), f32(0.5), jnp.array([4.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.0])
+
+
 # -- ranks --------------------------------------------------------------------------------------
 B = jnp.ones(3)
 S = f32(1.0)
@@ -262,8 +409,16 @@ S = f32(1.0)
     lambda: approx_kl(B),
     lambda: policy_gradient_loss(B, B),
     lambda: actor_critic_loss(B, S, S, 0.5, 0.01),
+    lambda: soft_q_target(S, S, B, S, 0.2),
+    lambda: soft_critic_loss(jnp.ones((2, 3)), B),
+    lambda: soft_critic_loss(B, B),
+    lambda: soft_actor_loss(B, B, 0.2),
+    lambda: temperature_loss(S, B, -1.0),
+    lambda: deterministic_policy_gradient_loss(B),
+    lambda: clipped_double_q_target(S, S, jnp.ones((2, 3))),
 ], ids=["surrogate_ratio", "surrogate_adv", "value", "clipped_value", "kl", "pg",
-        "actor_critic"])
+        "actor_critic", "soft_target", "critic_q", "critic_target", "actor", "temperature",
+        "dpg", "double_q"])
 def test_batched_inputs_are_rejected(call):
     """The functions are unbatched: a batch axis must come from ``jax.vmap``."""
     with pytest.raises(AssertionError, match="rank"):

@@ -8,6 +8,7 @@ or algorithms (the modules import only jax, chex and optax).
 * :mod:`~jaxrl_par.losses.policy_gradient`: PPO's clipped surrogate and value losses, the
   policy-gradient loss of A3C and IMPALA, the combined actor-critic loss.
 * :mod:`~jaxrl_par.losses.qlearning`: (double) Q-learning TD errors and their losses.
+* :mod:`~jaxrl_par.losses.soft_actor_critic`: SAC's target and losses, DDPG's and TD3's.
 """
 
 from jaxrl_par.losses.policy_gradient import (
@@ -20,6 +21,14 @@ from jaxrl_par.losses.policy_gradient import (
 )
 from jaxrl_par.losses.qlearning import LOSSES, double_q_learning, q_learning, td_loss
 from jaxrl_par.losses.returns import GAE_METHODS, VTraceOutput, gae_advantages, vtrace
+from jaxrl_par.losses.soft_actor_critic import (
+    clipped_double_q_target,
+    deterministic_policy_gradient_loss,
+    soft_actor_loss,
+    soft_critic_loss,
+    soft_q_target,
+    temperature_loss,
+)
 
 __all__ = [
     "GAE_METHODS",
@@ -27,13 +36,19 @@ __all__ = [
     "VTraceOutput",
     "actor_critic_loss",
     "approx_kl",
+    "clipped_double_q_target",
     "clipped_surrogate_loss",
     "clipped_value_loss",
+    "deterministic_policy_gradient_loss",
     "double_q_learning",
     "gae_advantages",
     "policy_gradient_loss",
     "q_learning",
+    "soft_actor_loss",
+    "soft_critic_loss",
+    "soft_q_target",
     "td_loss",
+    "temperature_loss",
     "value_loss",
     "vtrace",
 ]
