@@ -9,7 +9,7 @@ from killed import train_killed_after
 from test_dqn import PROBE_VALUES, algo_q, q_values, run
 
 from jaxrl_par.algos import apex
-from jaxrl_par.losses.qlearning import batch_td_error
+from jaxrl_par.algos.q_common import batch_td_error
 from jaxrl_par.runner.evaluation import greedy_returns
 from jaxrl_par.runner.training import train
 
@@ -197,7 +197,10 @@ def test_actor_learner_resumed_equals_one_program_never_stopped(tmp_path):
     for name in ("loss", "q_mean", "insert_priority", "policy_lag", "episode_return"):
         np.testing.assert_allclose(resumed.metrics[name], whole.metrics[name], rtol=1e-6,
                                    atol=1e-7, err_msg=name)
-    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    def close(a, b):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
     jax.tree.map(close, resumed.state.params, whole.state.params)
     np.testing.assert_array_equal(resumed.state.learner.buffer.storage.data.action,
                                   whole.state.learner.buffer.storage.data.action)

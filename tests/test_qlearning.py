@@ -7,16 +7,14 @@ import pytest
 
 from jaxrl_par import envs, replay
 from jaxrl_par.algos import q_common
-from jaxrl_par.blocks.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
-from jaxrl_par.losses.qlearning import (
+from jaxrl_par.algos.q_common import (
     NStepCarry,
     batch_td_error,
-    double_q_learning,
     init_nstep_carry,
     nstep_with_carry,
-    q_learning,
-    td_loss,
 )
+from jaxrl_par.blocks.exploration import apex_epsilons, epsilon_greedy, linear_epsilon
+from jaxrl_par.losses.qlearning import double_q_learning, q_learning, td_loss
 from jaxrl_par.replay import batch_normalized_weights
 
 
@@ -79,7 +77,9 @@ def test_batch_normalized_weights():
 
 
 def test_batch_td_error_gradient_only_through_q_tm1():
-    q_fn = lambda p, obs: obs * p  # [B, A]
+    def q_fn(p, obs):
+        return obs * p  # [B, A]
+
     batch = q_common.example_transition((2,))
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), batch)
     batch = batch._replace(obs=jnp.ones((2, 2)), next_obs=2 * jnp.ones((2, 2)),
@@ -122,7 +122,7 @@ def test_nstep_carry_equals_one_long_rollout(n):
     valid = np.asarray(jnp.concatenate(valid))
     assert not valid[: n - 1].any() and valid[n - 1:].all()
     k = 12 - n + 1  # complete windows of the long rollout
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(whole)):
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(whole), strict=True):
         np.testing.assert_allclose(np.asarray(a)[n - 1:], np.asarray(b)[:k], rtol=1e-6)
 
 

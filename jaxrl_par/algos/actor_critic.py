@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_par.losses.policy_gradient import actor_critic_loss, policy_gradient_loss, value_loss
 from jaxrl_par.losses.returns import vtrace
 from jaxrl_par.networks import ActorCritic
 
@@ -36,10 +37,13 @@ def vtrace_loss(network: ActorCritic, params, traj: Trajectory, hp, *, method: s
                 off_policy_correction: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
     """``(loss, info)``: the actor-critic loss of ``params`` on the unrolls ``traj``
     (``[T, n, ...]``), with V-trace targets from ``params`` themselves and no gradient
-    through them (Espeholt et al. 2018, eq. 1-4):
+    through them (Espeholt et al. 2018, arXiv:1802.01561, section 4):
 
     ``mean(-rho_s A_s log pi(a_s | x_s)) + vf_coef * 0.5 mean((v_s - V(x_s))^2)
-    - ent_coef * mean(H(pi(. | x_s)))``.
+    - ent_coef * mean(H(pi(. | x_s)))``: the means of
+    :func:`~jaxrl_par.losses.policy_gradient_loss` with the V-trace advantages and of
+    :func:`~jaxrl_par.losses.value_loss` with the V-trace targets, combined by
+    :func:`~jaxrl_par.losses.actor_critic_loss`.
 
     ``hp`` gives ``gamma``, ``vtrace_lambda``, ``rho_bar``, ``c_bar``, ``vf_coef`` and
     ``ent_coef`` (a config, or :func:`jaxrl_par.algos.hyper.view` of one). With
@@ -50,7 +54,10 @@ def vtrace_loss(network: ActorCritic, params, traj: Trajectory, hp, *, method: s
     mean importance weight ``pi / mu`` and the fraction above ``rho_bar`` included.
     """
     t, n = traj.reward.shape
-    rows = lambda x: x.reshape((t * n,) + x.shape[2:])
+
+    def rows(x):
+        return x.reshape((t * n,) + x.shape[2:])
+
     dist, value = network.apply(params, rows(traj.obs))
     bootstrap = network.apply(params, rows(traj.final_obs), method=ActorCritic.value)
     log_prob = dist.log_prob(rows(traj.action)).reshape(t, n)
@@ -62,15 +69,17 @@ def vtrace_loss(network: ActorCritic, params, traj: Trajectory, hp, *, method: s
     )(traj.reward, value, bootstrap, traj.terminated, traj.terminated | traj.truncated,
       log_rho if off_policy_correction else jnp.zeros_like(log_rho), hp.gamma,
       hp.vtrace_lambda, hp.rho_bar, hp.c_bar)
-    pg_loss = -jnp.mean(log_prob * targets.pg_advantages)
-    value_loss = 0.5 * jnp.mean(jnp.square(targets.vtrace_targets - value))
+    # Per-step losses over [T, n], averaged.
+    pg_loss = jnp.mean(jax.vmap(jax.vmap(policy_gradient_loss))(
+        log_prob, targets.pg_advantages))
+    v_loss = jnp.mean(jax.vmap(jax.vmap(value_loss))(value, targets.vtrace_targets))
     entropy = jnp.mean(dist.entropy())
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    loss = actor_critic_loss(pg_loss, v_loss, entropy, hp.vf_coef, hp.ent_coef)
     rho = jnp.exp(jax.lax.stop_gradient(log_rho))  # measured, used or not
     return loss, {
         "loss": loss,
         "policy_loss": pg_loss,
-        "value_loss": value_loss,
+        "value_loss": v_loss,
         "entropy": entropy,
         "importance_weight": jnp.mean(rho),
         "clipped_rho_fraction": jnp.mean((rho > hp.rho_bar).astype(jnp.float32)),

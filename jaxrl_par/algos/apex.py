@@ -55,19 +55,17 @@ from jaxrl_par.algos.base import Algorithm, Pipeline, clipped_adam, pipelined_up
 from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.q_common import (
+    NStepCarry,
+    Transition,
     act_steps,
+    batch_td_error,
     check_q_config,
     example_transition,
+    init_nstep_carry,
+    q_loss,
     to_transitions,
 )
 from jaxrl_par.blocks.exploration import apex_epsilons
-from jaxrl_par.losses.qlearning import (
-    NStepCarry,
-    Transition,
-    batch_td_error,
-    init_nstep_carry,
-    q_loss,
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,7 +390,9 @@ def make(config: Config) -> Algorithm:
         buffer = buffer.replace(tree=tree, max_priority=max_priority)
         # -- actors pull the parameters every actor_sync_period learner steps ------------
         sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
-        pick = lambda new, old: jax.tree.map(lambda a, b: jnp.where(sync, a, b), new, old)
+
+        def pick(new, old):
+            return jax.tree.map(lambda a, b: jnp.where(sync, a, b), new, old)
 
         size = jnp.maximum(buffer.size, 1).astype(jnp.float32)
         metrics = dict(out)

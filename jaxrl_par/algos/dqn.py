@@ -32,17 +32,15 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.q_common import (
+    NStepCarry,
     act_steps,
     check_q_config,
     example_transition,
+    init_nstep_carry,
+    q_loss,
     to_transitions,
 )
 from jaxrl_par.blocks.exploration import linear_epsilon
-from jaxrl_par.losses.qlearning import (
-    NStepCarry,
-    init_nstep_carry,
-    q_loss,
-)
 from jaxrl_par.networks import QNetwork
 
 

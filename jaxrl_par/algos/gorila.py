@@ -50,10 +50,17 @@ from jaxrl_par.algos.base import (
 )
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.algos.dqn import make_q_network
-from jaxrl_par.algos.q_common import act_steps, check_q_config, example_transition, to_transitions
+from jaxrl_par.algos.q_common import (
+    NStepCarry,
+    act_steps,
+    check_q_config,
+    example_transition,
+    init_nstep_carry,
+    q_loss,
+    to_transitions,
+)
 from jaxrl_par.blocks.exploration import epsilon_greedy_from_draws, linear_epsilon
 from jaxrl_par.envs import host
-from jaxrl_par.losses.qlearning import NStepCarry, init_nstep_carry, q_loss
 
 
 @dataclasses.dataclass(frozen=True)

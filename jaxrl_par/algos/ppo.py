@@ -39,6 +39,13 @@ from jaxrl_par.blocks.normalization import (
     update_stats,
 )
 from jaxrl_par.blocks.rollouts import env_action, policy_rollout
+from jaxrl_par.losses.policy_gradient import (
+    actor_critic_loss,
+    approx_kl,
+    clipped_surrogate_loss,
+    clipped_value_loss,
+    value_loss,
+)
 from jaxrl_par.losses.returns import GAE_METHODS, gae_advantages
 from jaxrl_par.networks import (
     ActorCritic,
@@ -46,7 +53,7 @@ from jaxrl_par.networks import (
     make_policy,
 )
 
-# What `loss_fn` reports; `update` returns their means over the update's minibatch steps.
+# What `ppo_loss` reports; `update` returns their means over the update's minibatch steps.
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
@@ -160,6 +167,51 @@ def make_rollout(config: Config) -> Callable[[State, jax.Array], tuple]:
     return rollout
 
 
+def ppo_loss(network: ActorCritic, params, batch: Batch, hp,
+             clip_value_loss: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """PPO's loss on a minibatch (Schulman et al. 2017, arXiv:1707.06347, eq. 9)::
+
+        mean(clipped surrogate) + vf_coef * mean(value loss) - ent_coef * mean(entropy)
+
+    with the clipped surrogate of eq. 7 (:func:`~jaxrl_par.losses.clipped_surrogate_loss`)
+    and the value loss clipped around the values the data was collected with
+    (:func:`~jaxrl_par.losses.clipped_value_loss`) or not
+    (:func:`~jaxrl_par.losses.value_loss`).
+
+    Args:
+      network: the actor-critic. params: its parameters, being differentiated.
+      batch: a :class:`Batch` of leaves ``[B, ...]``, its advantages already normalised.
+      hp: ``clip_eps``, ``vf_coef`` and ``ent_coef`` (a :class:`Config`, or
+        :func:`jaxrl_par.algos.hyper.view` of one: traced values in a sweep).
+      clip_value_loss: whether the value loss is clipped.
+
+    Returns:
+      ``(loss [], info)``, ``info`` holding :data:`LOSS_METRICS` (``clip_fraction``: the
+      fraction of ratios more than ``clip_eps`` from 1).
+    """
+    dist, value = network.apply(params, batch.obs)
+    log_ratio = dist.log_prob(batch.action) - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    pg_loss = jnp.mean(jax.vmap(clipped_surrogate_loss, (0, 0, None))(
+        ratio, batch.advantage, hp.clip_eps))
+    if clip_value_loss:
+        v_loss = jax.vmap(clipped_value_loss, (0, 0, 0, None))(
+            value, batch.value, batch.target, hp.clip_eps)
+    else:
+        v_loss = jax.vmap(value_loss)(value, batch.target)
+    v_loss = jnp.mean(v_loss)
+    entropy = jnp.mean(dist.entropy())
+    loss = actor_critic_loss(pg_loss, v_loss, entropy, hp.vf_coef, hp.ent_coef)
+    return loss, {
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "value_loss": v_loss,
+        "entropy": entropy,
+        "approx_kl": jnp.mean(jax.vmap(approx_kl)(log_ratio)),
+        "clip_fraction": jnp.mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
+    }
+
+
 def make(config: Config) -> Algorithm:
     """Builds PPO's pure ``init`` and ``update`` for ``config``."""
     cfg = config
@@ -226,46 +278,14 @@ def make(config: Config) -> Algorithm:
         var = axes.pmean(jnp.mean(jnp.square(adv)), cfg.axis_name) - jnp.square(mean)
         return (adv - mean) / (jnp.sqrt(jnp.maximum(var, 0.0)) + 1e-8)
 
-    def loss_fn(params, mb: Batch, rows: int, hp):
-        """The PPO loss and its parts over ``mb``'s rows, each a sum over them divided by
-        ``rows`` (the minibatch size): a mean over a whole minibatch, and over a chunk of
-        it that chunk's share of the mean (see ``jaxrl_par.platform.microbatch``). ``hp``: the
-        lane's hyperparameters (:func:`hyper.view`)."""
-        dist, value = network.apply(params, mb.obs)
-        log_prob = dist.log_prob(mb.action)
-        ratio = jnp.exp(log_prob - mb.log_prob)
-        adv = mb.advantage  # already normalised over the minibatch
-
-        def mean(x):
-            return jnp.sum(x) / rows
-
-        pg_loss = -mean(
-            jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps) * adv)
-        )
-        v_loss = jnp.square(value - mb.target)
-        if cfg.clip_value_loss:
-            v_clipped = mb.value + jnp.clip(value - mb.value, -hp.clip_eps, hp.clip_eps)
-            v_loss = jnp.maximum(v_loss, jnp.square(v_clipped - mb.target))
-        v_loss = 0.5 * mean(v_loss)
-        entropy = mean(dist.entropy())
-        loss = pg_loss + hp.vf_coef * v_loss - hp.ent_coef * entropy
-        return loss, {
-            "loss": loss,
-            "policy_loss": pg_loss,
-            "value_loss": v_loss,
-            "entropy": entropy,
-            "approx_kl": mean((ratio - 1) - jnp.log(ratio)),
-            "clip_fraction": mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32)),
-        }
-
     def sgd_step(carry, mb: Batch, hp):
         """One minibatch gradient step. Carry ``(params, opt_state, metric sums
         [len(LOSS_METRICS)])``; no outputs."""
         params, opt_state, sums = carry
         mb = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), mb)  # [T/M * N, ...]
         mb = mb._replace(advantage=normalized_advantages(mb.advantage))
-        rows = mb.action.shape[0]
-        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb, rows, hp)
+        grads, info = jax.grad(
+            lambda p: ppo_loss(network, p, mb, hp, cfg.clip_value_loss), has_aux=True)(params)
         grads = axes.pmean(grads, cfg.axis_name)
         updates, opt_state = optimizer(hp).update(grads, opt_state, params)
         sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
@@ -315,7 +335,7 @@ def make(config: Config) -> Algorithm:
         if cfg.normalize_obs:
             obs_stats = update_stats(obs_stats, ts.final_obs, cfg.axis_name)
         steps = cfg.update_epochs * cfg.num_minibatches
-        metrics = dict(zip(LOSS_METRICS, sums / steps))
+        metrics = dict(zip(LOSS_METRICS, sums / steps, strict=True))
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
         new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1,

@@ -32,6 +32,12 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, validate
 from jaxrl_par.blocks.rollouts import policy_rollout
+from jaxrl_par.losses.soft_actor_critic import (
+    soft_actor_loss,
+    soft_critic_loss,
+    soft_q_target,
+    temperature_loss,
+)
 from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
 
 
@@ -179,7 +185,10 @@ def make(config: Config) -> Algorithm:
 
     def gradient_step(carry, xs, buffer, hp):
         """One learner step on a batch of stored transitions: critics, then the actor
-        (against the updated critics), then the temperature, then the targets."""
+        (against the updated critics), then the temperature, then the targets, each loss
+        a batch mean of :mod:`jaxrl_par.losses.soft_actor_critic`'s. Carry ``(actor,
+        critic and target parameters, log_alpha, optimiser states)``; output the
+        ``[4]`` statistics ``(critic loss, actor loss, mean Q, entropy)``."""
         (actor_params, critic_params, target_params, log_alpha, opts) = carry
         slots, noise = xs  # [B], [2, B, D]
         batch = buf.sample_at(buffer, slots).transitions
@@ -190,12 +199,14 @@ def make(config: Config) -> Algorithm:
         next_action, next_log_prob = actor.apply(actor_params, batch.next_obs
                                                  ).sample_and_log_prob(noise[0])
         next_q = jnp.min(critic.apply(target_params, batch.next_obs, next_action), axis=0)
-        target = jax.lax.stop_gradient(batch.reward + hp.gamma * (1.0 - batch.terminated) * (
-            next_q - alpha * next_log_prob))
+        discount = hp.gamma * (1.0 - batch.terminated)
+        target = jax.vmap(soft_q_target, (0, 0, 0, 0, None))(
+            batch.reward, discount, next_q, next_log_prob, alpha)  # [B]
 
         def critic_loss(params):
             q = critic.apply(params, batch.obs, batch.action)  # [K, B]
-            return 0.5 * jnp.sum(jnp.mean(jnp.square(q - target), axis=-1)), jnp.mean(q)
+            loss = jnp.mean(jax.vmap(soft_critic_loss, (1, 0))(q, target))
+            return loss, jnp.mean(q)
 
         (c_loss, q_mean), grads = jax.value_and_grad(critic_loss, has_aux=True)(critic_params)
         grads = axes.pmean(grads, cfg.axis_name)
@@ -205,7 +216,7 @@ def make(config: Config) -> Algorithm:
         def actor_loss(params):
             action, log_prob = actor.apply(params, batch.obs).sample_and_log_prob(noise[1])
             q = jnp.min(critic.apply(critic_params, batch.obs, action), axis=0)
-            return jnp.mean(alpha * log_prob - q), log_prob
+            return jnp.mean(jax.vmap(soft_actor_loss, (0, 0, None))(log_prob, q, alpha)), log_prob
 
         (a_loss, log_prob), grads = jax.value_and_grad(actor_loss, has_aux=True)(actor_params)
         grads = axes.pmean(grads, cfg.axis_name)
@@ -214,8 +225,10 @@ def make(config: Config) -> Algorithm:
 
         entropy = -jnp.mean(log_prob)
         if cfg.autotune_alpha:
-            # d/d log_alpha of -log_alpha * (log_prob + target_entropy), averaged
-            grad = axes.pmean(entropy - target_entropy, cfg.axis_name)
+            # The temperature loss's gradient: the entropy estimate minus target_entropy.
+            grad = jax.grad(lambda la: jnp.mean(jax.vmap(temperature_loss, (None, 0, None))(
+                la, log_prob, target_entropy)))(log_alpha)
+            grad = axes.pmean(grad, cfg.axis_name)
             updates, alpha_opt = tx_alpha.update(grad, alpha_opt, log_alpha)
             log_alpha = log_alpha + updates
         target_params = optax.incremental_update(critic_params, target_params, hp.tau)
@@ -245,7 +258,10 @@ def make(config: Config) -> Algorithm:
         env_state, (obs, action, _, ts) = policy_rollout(
             local_env(), lambda o: _Exploring(actor.apply(state.actor_params, o), warm),
             state.env_state, k_act, cfg.num_envs, cfg.num_steps, cfg.axis_name)
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])
+
+        def flat(x):
+            return x.reshape((-1,) + x.shape[2:])
+
         transitions = Transition(flat(obs), flat(action), flat(ts.reward),
                                  flat(ts.terminated).astype(jnp.float32), flat(ts.final_obs))
         buffer = buf.add(state.buffer, transitions)
@@ -261,7 +277,8 @@ def make(config: Config) -> Algorithm:
         actor_params, critic_params, target_params, log_alpha, opts = carry
         gradient_steps = state.gradient_steps + jnp.where(
             can_learn, cfg.gradient_steps_per_update, 0).astype(jnp.int32)
-        metrics = dict(zip(("critic_loss", "actor_loss", "q_mean", "entropy"), stats))
+        metrics = dict(zip(("critic_loss", "actor_loss", "q_mean", "entropy"), stats,
+                           strict=True))
         metrics["alpha"] = jnp.exp(log_alpha)
         metrics["gradient_steps"] = gradient_steps.astype(jnp.float32)
         metrics = axes.pmean(metrics, cfg.axis_name)

@@ -92,14 +92,23 @@ def vtrace(
     ``t`` reached: the next one, or the final one before a reset on truncation)::
 
         rho_t   = exp(log_rho_t)
-        delta_t = min(rho_bar, rho_t) * (r_t + gamma * (1 - terminated_t) * bootstrap_value_t - V(x_t))
-        v_t - V(x_t) = delta_t + gamma * lambda * min(c_bar, rho_t) * (1 - done_t) * (v_{t+1} - V(x_{t+1}))
-        pg_advantage_t = min(pg_rho_bar, rho_t) * (r_t + gamma * (1 - terminated_t) * q_t - V(x_t))
+        d_t     = gamma * (1 - terminated_t)
+        delta_t = min(rho_bar, rho_t) * (r_t + d_t * bootstrap_value_t - V(x_t))
+        v_t - V(x_t) = delta_t
+                       + gamma * lambda * min(c_bar, rho_t) * (1 - done_t) * (v_{t+1} - V(x_{t+1}))
+        pg_advantage_t = min(pg_rho_bar, rho_t) * (r_t + d_t * q_t - V(x_t))
 
     where ``q_t`` is ``v_{t+1}`` while the episode goes on and ``bootstrap_value_t`` where
     it ended at ``t`` or the trajectory does (``t = T - 1``). ``done_t`` cuts the trace, so
     nothing leaks across episodes. On-policy (``log_rho = 0``) with ``rho_bar, c_bar >= 1``
     the targets are the lambda-returns of :func:`gae_advantages`.
+
+    With ``lambda_ < 1`` the policy-gradient advantage still bootstraps from the V-trace
+    target ``v_{t+1}``, as in the paper (section 4.2), its reference implementation and
+    seed_rl's ``vtrace``; rlax's ``vtrace_td_error_and_advantage`` bootstraps from
+    ``lambda v_{t+1} + (1 - lambda) V(x_{t+1})`` instead. Without truncations (which rlax
+    does not model) the targets equal rlax's for every ``lambda_``, the advantages for
+    ``lambda_ = 1``.
 
     Args:
       reward_t, value_tm1, bootstrap_value_t, terminated_t, done_t: ``[T]``, as for
@@ -172,3 +181,6 @@ def _backward_associative(delta_t: jax.Array, decay_t: jax.Array) -> jax.Array:
 
     _, out = jax.lax.associative_scan(compose, (decay_t, delta_t), reverse=True)
     return out
+
+
+__all__ = ["GAE_METHODS", "VTraceOutput", "gae_advantages", "vtrace"]
