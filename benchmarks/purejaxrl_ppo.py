@@ -9,7 +9,8 @@ five values) and distrax::
     /tmp/pj/bin/python benchmarks/purejaxrl_ppo.py --dir purejaxrl \\
         --env CartPole-v1 --num-envs 4 --updates 61 --repeats 3
 
-It imports ``make_train`` from ``<dir>/purejaxrl/ppo.py`` with the config of that file's
+It imports ``make_train`` from ``<dir>/purejaxrl/ppo.py`` (with that folder on the path, as
+``python purejaxrl/ppo.py`` has it) with the config of that file's
 ``__main__`` (``DEBUG`` off: no per-episode host callback), the env and env count given,
 and ``TOTAL_TIMESTEPS = num_envs * 128 * updates``; compiles ``jax.jit(make_train(config))``
 timed apart; then times whole calls (init and ``updates`` updates, the program its users
@@ -41,9 +42,9 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=61)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    sys.path.insert(0, args.dir)
+    sys.path.insert(0, f"{args.dir}/purejaxrl")  # as `python purejaxrl/ppo.py` has it
     import jax
-    from purejaxrl.ppo import make_train
+    from ppo import make_train
 
     config = {**MAIN_CONFIG, "ENV_NAME": args.env, "NUM_ENVS": args.num_envs, "DEBUG": False,
               "TOTAL_TIMESTEPS": args.num_envs * MAIN_CONFIG["NUM_STEPS"] * args.updates}

@@ -17,6 +17,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_par import platform
+
 #: The activations a config can name.
 ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu}
 
@@ -148,7 +150,8 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
-        x = act(nn.Conv(self.channels, (3, 3), padding="VALID",
+        conv = platform.conv_layer()  # flax.linen.Conv, or its CPU-tuned twin
+        x = act(conv(self.channels, (3, 3), padding="VALID",
                      kernel_init=orthogonal(math.sqrt(2)))(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
