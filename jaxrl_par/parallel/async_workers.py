@@ -10,7 +10,7 @@ that loops: compute a gradient with its copy, wait for it, then, under the serve
 lock, dispatch the server's step and its pull. So workers push in the order they finish,
 a slow worker's gradient is applied to parameters that faster ones have moved since it
 pulled, and each push's staleness (pushes applied between its pull and its application)
-is measured by the server from the versions, as it happens: that is the paradigm of A3C
+is computed by the server from the versions, as it happens: that is the paradigm of A3C
 and of a Gorila parameter server, on any number of devices, nondeterministic as theirs.
 
 ``schedule="round_robin"`` runs the same compiled parts from one thread in the order
