@@ -43,9 +43,10 @@ from jaxrl_par.parallel import actor_learner
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.runner.training import make_chunk_fn, seed_keys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from apex import configs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def pick_devices(actor_device: str) -> tuple:
@@ -68,10 +69,14 @@ def runners(cfg: apex.Config, seeds: int, updates: int, devices: tuple) -> dict:
         t = time.perf_counter()
         if name == "actor_learner":
             chunk = ActorLearner(algo, devices).compile(state, updates)
-            call = lambda s, chunk=chunk: chunk(s, 0)[0]
+
+            def call(s, chunk=chunk):
+                return chunk(s, 0)[0]
         else:
             chunk = make_chunk_fn(algo, updates).lower(state, jnp.int32(0)).compile()
-            call = lambda s, chunk=chunk: chunk(s, jnp.int32(0))[0]
+
+            def call(s, chunk=chunk):
+                return chunk(s, jnp.int32(0))[0]
         compile_s = time.perf_counter() - t
         state = jax.block_until_ready(call(state))  # fill the replay past a batch; warm up
         out[name] = (call, state, compile_s)

@@ -1,6 +1,6 @@
 """Ape-X vs DQN (uniform) vs DQN + PER on MinAtar, and DQN vs rejax's DQN on speed.
 
-    python benchmarks/apex.py            # full run (see BENCHMARKS.md for the budget)
+    python benchmarks/apex.py            # full run (budget: --steps, --seeds, --games)
     python benchmarks/apex.py --quick    # smoke run, ~1 minute
 
 For each game and algorithm, ``--seeds`` seeds train as one vmapped batch for the same
@@ -27,9 +27,8 @@ import time
 
 # One XLA CPU thread when this process may run on one core only (`taskset -c 1`, as the
 # speed check is run): XLA's Eigen pool sizes itself to the machine, not the affinity,
-# and its threads time-sliced on one pinned core made our DQN 1.3-1.7x slower whenever
-# another job shared the core (rejax's DQN, whose time is mostly a sort, was unchanged).
-# Set before jax is imported; an explicit choice in XLA_FLAGS wins.
+# and its threads time-sliced on one pinned core slow our DQN down whenever another job
+# shares the core. Set before jax is imported; an explicit choice in XLA_FLAGS wins.
 if (hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1
         and "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", "")):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
@@ -42,9 +41,10 @@ import numpy as np
 from jaxrl_par.algos import apex, dqn
 from jaxrl_par.runner.training import make_chunk_fn, seed_keys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import FiveValueStep, as_users_run, train_vmapped
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31}
 
@@ -63,12 +63,10 @@ def configs(env, steps):
               "hidden_sizes": (128,), "loss": "huber"}
     dqn_kw = dict(common, num_envs=8, num_steps=8, train_frequency=8, dueling=True,
                   target_update_period=250, exploration_fraction=0.25, max_grad_norm=10.0)
-    # Ape-X learns at 1e-3: at equal wall clock on MinAtar it beat 2.5e-4 (Breakout, 4
-    # seeds: 24.9 against 10.8-22.5 in earlier runs), while DQN at 1e-3 did no better
-    # than at 2.5e-4 (BENCHMARKS.md, 2026-12-04).
-    # 8 learner steps per 256 env steps (2 sampled transitions per env step): at 600 s,
-    # seeds 16-23, Breakout 22.5 and SpaceInvaders 100.8 against 4 steps' 20.9 (seeds
-    # 0-15) and 94.3 (seeds 0-7) (BENCHMARKS.md, 2026-12-04, the day's fourth session).
+    # Ape-X learns at 1e-3, which beats 2.5e-4 at equal wall clock on MinAtar; DQN does
+    # no better at 1e-3 than at 2.5e-4. Ape-X takes 8 learner steps per 256 env steps (2
+    # sampled transitions per env step), which beats 4 at equal wall clock on Breakout
+    # and SpaceInvaders. BENCHMARKS.md has the runs behind both choices.
     apex_kw = dict(common, learning_rate=1e-3)
     return {
         "apex": apex.Config(**apex_kw, num_actors=32, num_steps=8,
@@ -189,7 +187,7 @@ def speed_only(repeats: int) -> None:
         runs["rejax"].append(speed_one("rejax"))
         print(r, runs["ours"][-1], runs["rejax"][-1], flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
-    pairs = [o / x for o, x in zip(runs["ours"], runs["rejax"])]
+    pairs = [o / x for o, x in zip(runs["ours"], runs["rejax"], strict=True)]
     print(json.dumps({"median": med, "ratio": med["ours"] / med["rejax"],
                       "median_pair_ratio": statistics.median(pairs),
                       "best_ratio": max(runs["ours"]) / max(runs["rejax"]), "all": runs}))
@@ -256,7 +254,7 @@ def main():
                   f"compile {res[name]['compile_s']:.1f}s, train {res[name]['train_s']:.1f}s",
                   flush=True)
         w = min(r["train_s"] for r in res.values())
-        for name, r in res.items():
+        for _name, r in res.items():
             r["return_at_steps"] = interval(r["curve"]["return"][-1])
             r["return_all_actors_at_steps"] = interval(r["curve"]["return_all"][-1])
             ret_w, steps_w = at_wall(r["curve"], w)
@@ -299,7 +297,7 @@ def plot(results, path):
 
     games = list(results["games"])
     fig, axs = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)
-    for ax, game in zip(axs[0], games):
+    for ax, game in zip(axs[0], games, strict=True):
         for name, r in results["games"][game]["algos"].items():
             c = r["curve"]
             with np.errstate(all="ignore"):

@@ -10,7 +10,7 @@ same wall-clock time ``T``:
 
 1. **Calibrate**: each algorithm's steady training rate (env steps/s with the learner
    running, compile excluded) is measured in short compiled calls, the algorithms
-   alternating A B A B, median of ``--repeats``. Alternation makes the load of this
+   alternating A B A B, median of ``--repeats``. Alternation makes the load of a
    shared machine hit both alike.
 2. **Budget**: ``total_timesteps = rate * T`` per seed, so that DQN's epsilon decay and
    every schedule finish within the budget.
@@ -43,9 +43,10 @@ from jaxrl_par.algos import apex, dqn
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.runner.training import make_chunk_fn, seed_keys, train
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from apex import configs, interval
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _module(cfg):
@@ -69,7 +70,7 @@ def calibrate(cfgs: dict, seeds: int, repeats: int, seconds_per_call: float) -> 
     fns = {name: calibration_fn(cfg, seeds, 4) for name, cfg in cfgs.items()}
     # size each call to about ``seconds_per_call`` from one timed probe call
     sized = {}
-    for name, (fn, state, steps) in fns.items():
+    for name, (fn, state, _steps) in fns.items():
         t = time.perf_counter()
         state, _ = fn(state, jnp.int32(0))
         jax.block_until_ready(state)

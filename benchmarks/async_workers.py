@@ -21,7 +21,7 @@ env-step budget with several seeds as one vmapped batch:
   devices at once, on the JAX env and with the actors stepping gymnasium's.
 
 Reported: final return (mean +- std over seeds, first repeat), training env steps/s
-(median over repeats), compile seconds (first build), and the staleness measured by
+(median over repeats), compile seconds (first build), and the staleness computed by
 the server (mean, and the largest of any update's pushes).
 
     python benchmarks/async_workers.py [--family q] [--repeats 3] [--devices 4] [--quick]

@@ -25,8 +25,8 @@ time of its first two epochs beyond what the steady rate gives them, median; our
 measured apart, in the first run, since later runs reuse the compiled program); and
 the greedy return at the end (Brax: its own deterministic evaluation, 16 episodes;
 ours ``evaluate.greedy_returns``, 16 episodes). Repeat ``r`` trains seed ``--seed + r``
-on both sides, so the returns are those of ``--repeats`` seeds (with one seed, the
-pendulum's 1000 against 77 on 2026-12-05 was Brax's lucky seed: BENCHMARKS.md).
+on both sides, so the returns are those of ``--repeats`` seeds (one seed alone can be a
+lucky one for either side).
 
 Brax 0.14.2's ``train`` calls ``jax.device_put_replicated``, which jax 0.10 removed:
 a shim here replaces it for the run (the trainer is otherwise unchanged).
@@ -65,7 +65,7 @@ EVAL_EPISODES = 16
 #: Epochs left out of the steady rate. Brax's trainer compiles its epoch program twice on
 #: jax 0.10-0.11: the parameters and env states its first epoch returns are placed on
 #: another mesh axis and with other weak types than the ones it started from (jax's
-#: cache-miss explanations), so its second epoch ran at 1/25-1/10 of the third's rate.
+#: cache-miss explanations), so its second epoch's time holds a second compile.
 #: Ours compiles once, ahead; the same epochs are left out of both.
 WARM_EPOCHS = 2
 

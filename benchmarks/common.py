@@ -47,7 +47,7 @@ def time_call(compiled: Callable, *args) -> float:
 def interleaved(cases: dict[str, tuple[Callable, tuple]], repeats: int) -> dict[str, float]:
     """Median seconds per case; each repeat calls every case once, in turn (A B C A B C)."""
     times: dict[str, list[float]] = {k: [] for k in cases}
-    for name, (fn, args) in cases.items():  # warm-up call, not timed
+    for _name, (fn, args) in cases.items():  # warm-up call, not timed
         jax.block_until_ready(fn(*args))
     for _ in range(repeats):
         for name, (fn, args) in cases.items():

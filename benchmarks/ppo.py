@@ -186,16 +186,17 @@ def bench_setting(env_id: str, num_envs: int, updates: int, repeats: int,
             _, st, r, _, _, _ = gstep(jax.random.split(ks, num_envs), st, a, genv.params)
             return (st, acc + r.sum()), None
 
-        (_, acc), _ = jax.lax.scan(body, (st, 0.0), jax.random.split(key, HP["num_steps"] * updates))
+        keys = jax.random.split(key, HP["num_steps"] * updates)
+        (_, acc), _ = jax.lax.scan(body, (st, 0.0), keys)
         return acc
 
     rollout = rollout_scan(algo, updates)
     c_ours, t_ours = compile_timed(ours, state, ours=True)
     c_rejax, t_rejax = compile_timed(theirs, rstate)
     # The ceiling is built both ways and the faster one counts (the stricter ceiling):
-    # jax's rolled Threefry loop steps gymnax ~3x faster at 1024+ envs on this CPU, our
-    # unrolled one is faster at 4 envs. Each is compiled in a fresh function so that no
-    # lowering of jax's inner jitted functions is shared between the two builds.
+    # jax's rolled Threefry loop is the faster at many envs, our unrolled one at few. Each
+    # is compiled in a fresh function so that no lowering of jax's inner jitted functions
+    # is shared between the two builds.
     c_ceil_rolled, _ = compile_timed(lambda k: ceiling(k), jax.random.key(1))
     c_ceil_unrolled, _ = compile_timed(lambda k: ceiling(k), jax.random.key(1), ours=True)
     c_roll, _ = compile_timed(rollout, state, ours=True)
@@ -485,7 +486,8 @@ def main() -> None:
         settings = [("CartPole-v1", 4), ("CartPole-v1", 256)]
         args.repeats, args.compile_rounds = 2, 2
     if args.settings:
-        settings = [(e, int(n)) for e, n in (item.rsplit(":", 1) for item in args.settings.split(","))]
+        items = (item.rsplit(":", 1) for item in args.settings.split(","))
+        settings = [(e, int(n)) for e, n in items]
     if args.as_users_run:
         rows = as_users_run_grid(settings, args.compile_rounds, args.repeats)
         out = args.out.replace("ppo.json", "ppo_as_users_run.json")

@@ -6,13 +6,12 @@ under ``jax.profiler`` and prints the XLA kernels (thunks on CPU) that took the 
 time, per env step or per update, with their HLO names. ``--hlo NAME`` prints the HLO
 line of a kernel, to see what it computes (e.g. which op a ``ynn_fusion`` is).
 
-On XLA:CPU each kernel call also costs ~1-2 us of profiler overhead, so with few envs
+On XLA:CPU each kernel call also carries a fixed profiler overhead, so with few envs
 (small kernels) the table overstates the small kernels. And XLA:CPU runs independent
 kernels at the same time, even on one pinned core, so a kernel's time includes its
-wait for the others: at 4096 envs the kernels summed ~1,010 us per step against ~830 us
-of wall time, and a kernel that fell from 285 to 26 us here left the wall time as it
-was (BENCHMARKS.md, 2026-12-04). Use it to find what to try; decide with wall-time A/Bs
-(``benchmarks/ppo.py``).
+wait for the others: the kernels' times can sum to more than the wall time, and a
+kernel made much shorter can leave the wall time as it was. Use it to find candidates;
+decide with wall-time A/Bs (``benchmarks/ppo.py``).
 
 Usage: ``taskset -c 0 python benchmarks/profile_kernels.py --env CartPole-v1 --num-envs
 4096 --part rollout [--top 15] [--hlo ynn_fusion.1]``. Writes nothing.

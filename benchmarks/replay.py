@@ -14,8 +14,8 @@ repeat and the figure is the median over repeats of the per-repeat median.
 --in-scan times the same ops the way the algorithms run them: L iterations inside one
 jitted `lax.scan` (state carried and donated, per-iteration keys / indices / priorities as
 scan inputs, every draw kept live), reported per iteration (call time / L). Per-call
-times include a fixed dispatch cost (~20-30 us here) that both libraries pay and that
-does not exist inside a scan.
+times include a fixed dispatch cost that both libraries pay and that does not exist
+inside a scan.
 
 In the add rows both libraries know the add size: flashbax's buffers are made with their
 (mandatory) `add_batch_size`, ours with the optional one, which makes its adds aligned
@@ -25,7 +25,7 @@ size").
 --copy-floor (with --in-scan) adds two rows' worth of context to each uniform add: the
 same bytes copied into a ring as large by numpy (glibc's memcpy) and by XLA's
 `dynamic_update_slice`, with no replay logic. flashbax's time over a floor is the largest
-speedup over flashbax that an add costing one such copy could show on this host.
+speedup over flashbax that an add costing one such copy could show on the host it runs on.
 
 Writes benchmarks/results/replay.json, or replay_in_scan.json with --in-scan (or --out).
 """

@@ -93,7 +93,7 @@ def main() -> None:
     quality = rejax_run(args.steps, args.seeds, timed=False)
     med = {k: statistics.median(x["env_steps_per_s"] for x in v) for k, v in runs.items()}
     pairs = [o["env_steps_per_s"] / x["env_steps_per_s"]
-             for o, x in zip(runs["ours"], runs["rejax"])]
+             for o, x in zip(runs["ours"], runs["rejax"], strict=True)]
     print(f"{'':6s} {'env steps/s':>12s} {'compile s':>9s} {'greedy return':>14s}")
     print(f"{'ours':6s} {med['ours']:12,.0f} {runs['ours'][0]['compile_s']:9.1f} "
           f"{runs['ours'][0]['greedy_return']:14.1f}")

@@ -95,7 +95,7 @@ def _apex_cfg(num_actors: int, s):
     return apex.Config(num_actors=num_actors, num_steps=steps,
                        total_timesteps=num_actors * steps * s.updates,
                        buffer_size=4096, batch_size=64, learning_starts=0,
-                       learner_steps_per_iteration=2,  # apex's default until 2026-12-03
+                       learner_steps_per_iteration=2,  # fixed, whatever apex.Config's default
                        axis_name=axes.DATA)
 
 
@@ -130,12 +130,13 @@ def _table(title, rows, extra=()):
     cols = ["devices", "pop", "seeds", "steps_per_s", "steps_per_s_per_device", "efficiency",
             *extra, "compile_s"]
     heads = {"steps_per_s": "steps/s", "steps_per_s_per_device": "steps/s/device",
-             "efficiency": "efficiency", "seeds_per_hour": "5e5-step seeds/hour", "compile_s": "compile s"}
+             "efficiency": "efficiency", "seeds_per_hour": "5e5-step seeds/hour",
+             "compile_s": "compile s"}
     widths = [max(len(heads.get(c, c)), 8) for c in cols]
-    print("  ".join(f"{heads.get(c, c):>{w}s}" for c, w in zip(cols, widths)))
+    print("  ".join(f"{heads.get(c, c):>{w}s}" for c, w in zip(cols, widths, strict=True)))
     for r in rows:
         cells = []
-        for c, w in zip(cols, widths):
+        for c, w in zip(cols, widths, strict=True):
             v = r[c]
             if c == "efficiency":
                 cells.append(f"{100 * v:>{w - 1}.0f}%")
@@ -186,7 +187,7 @@ def main(a) -> None:
                 results["algos"].append(r)
                 _table("Ape-X weak scaling (fixed per-device actors and replay shard)", r["weak"])
                 _table("Ape-X strong scaling (fixed global actors)", r["strong"])
-            except Exception as e:  # the colleague's module may still be in flux
+            except Exception as e:  # report it; the PPO rows still stand
                 msg = f"apex skipped: {type(e).__name__}: {e}"
                 print(msg)
                 results["skipped"].append(msg)

@@ -10,7 +10,7 @@ duration events; tests that run subprocesses show all their time as the rest)::
     python benchmarks/suite_timing.py /tmp/t 40 /tmp/u   # two runs side by side
 
 Compare runs that started from the same compile cache (tests/conftest.py): a warm
-``~/.cache/jaxrl_par/xla`` halves the suite's time.
+``~/.cache/jaxrl_par/xla`` skips most of the suite's compiles.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def main(argv: list[str]) -> None:
           + ("   second run: wall compile" if len(runs) > 1 else ""))
     for t in names:
         r = first[t]
-        line = f"{t[:92]:<92} {r['wall']:6.1f} {r['compile']:7.1f} {r['trace']:6.1f} {r['rest']:6.1f}"
+        line = (f"{t[:92]:<92} {r['wall']:6.1f} {r['compile']:7.1f} {r['trace']:6.1f} "
+                f"{r['rest']:6.1f}")
         if len(runs) > 1 and t in runs[1]:
             line += f"   {runs[1][t]['wall']:6.1f} {runs[1][t]['compile']:7.1f}"
         print(line)

@@ -19,8 +19,8 @@ callback made a no-op so that only training is timed).
 
 Reported: wall time of the whole sweep (compile included) for ``sweep`` and ``loop`` and
 their ratio; compile seconds; training env steps/s of ``sweep`` and ``seeds`` as the
-median of interleaved repeats. Run it pinned to one core (``taskset -c 0``), as the
-numbers in BENCHMARKS.md were.
+median of interleaved repeats. Run it pinned to one core (``taskset -c 0``) for steadier
+figures.
 
     python benchmarks/sweep.py [--total-timesteps 200000] [--repeats 3]
 """
@@ -136,7 +136,8 @@ def main() -> None:
           f"{'ratio':>6s}")
     for r in rows:
         print(f"{r['algo']:5s} {r['lanes']:5d} {r['sweep_wall_s']:9.1f}s {r['loop_wall_s']:8.1f}s "
-              f"{r['loop_over_sweep_wall']:5.2f}x {r['sweep_compile_s']:8.1f}s/{r['loop_compile_s']:6.1f}s"
+              f"{r['loop_over_sweep_wall']:5.2f}x {r['sweep_compile_s']:8.1f}s/"
+              f"{r['loop_compile_s']:6.1f}s"
               f"   {r['sweep_steps_per_s']:13,.0f} {r['seeds_steps_per_s']:13,.0f} "
               f"{r['sweep_over_seeds_speed']:5.2f}x")
         print(f"      final returns by learning rate, sweep: "

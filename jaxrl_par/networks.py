@@ -29,12 +29,11 @@ def orthogonal(scale: float):
     Under ``vmap`` (several seeds, or a population) the plain initializer becomes one
     batched LAPACK ``geqrf`` per layer. jaxlib 0.10's CPU kernel for a batched QR splits
     the batch over XLA's intra-op thread pool and blocks one pool thread until the parts
-    are done. When as many such calls run at once as the pool has threads (two on a
-    2-core machine; a network's layers are independent, so XLA runs them concurrently),
-    every thread waits for work that no thread is free to run, and the process hangs in
-    ``block_until_ready`` with the CPU idle. ``sequential_vmap`` turns the batch into a
-    loop of unbatched QRs, which run inline: the same per-matrix LAPACK call, so the
-    same bits, and nothing to deadlock. (jaxlib 0.11.1 removed the parallel path.)
+    are done; with as many such calls in flight as the pool has threads (a network's
+    layers are independent, so XLA runs them concurrently), every thread waits for work
+    no thread is free to run and the process deadlocks. ``sequential_vmap`` turns the
+    batch into a loop of unbatched QRs, which run inline: the same per-matrix LAPACK
+    call, so the same bits. (jaxlib 0.11.1 removed the parallel path.)
     """
     base = nn.initializers.orthogonal(scale)
 
@@ -194,8 +193,9 @@ class ActorCritic(nn.Module):
     torso: str = "auto"
 
     def setup(self):
-        make = lambda: make_torso(self.obs_shape, self.hidden_sizes, self.activation,
-                                  self.torso)
+        def make():
+            return make_torso(self.obs_shape, self.hidden_sizes, self.activation, self.torso)
+
         self.actor_torso = make()
         self.critic_torso = self.actor_torso if self.shared_torso else make()
         self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))

@@ -11,13 +11,20 @@ from jaxrl_par.algos.base import Algorithm
 # name -> (module, one-line description); modules import lazily
 ALGORITHMS: dict[str, tuple[str, str]] = {
     "ppo": ("jaxrl_par.algos.ppo", "PPO: synchronous vectorised actors, clipped surrogate"),
-    "dqn": ("jaxrl_par.algos.dqn", "DQN: serial replay learner, double/dueling/n-step/PER options"),
-    "apex": ("jaxrl_par.algos.apex", "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
-    "sac": ("jaxrl_par.algos.sac", "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
-    "impala": ("jaxrl_par.algos.impala", "IMPALA: actors with a lagged parameter copy, V-trace learner"),
-    "a3c": ("jaxrl_par.algos.a3c", "A3C: asynchronous workers pushing n-step actor-critic gradients to a parameter server"),
-    "gorila": ("jaxrl_par.algos.gorila", "Gorila: DQN bundles (actor, replay, learner) pushing gradients to a parameter server"),
-    "a2c": ("jaxrl_par.algos.a2c", "A2C: A3C's synchronous form, one on-policy gradient per rollout"),
+    "dqn": ("jaxrl_par.algos.dqn",
+            "DQN: serial replay learner, double/dueling/n-step/PER options"),
+    "apex": ("jaxrl_par.algos.apex",
+             "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
+    "sac": ("jaxrl_par.algos.sac",
+            "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
+    "impala": ("jaxrl_par.algos.impala",
+               "IMPALA: actors with a lagged parameter copy, V-trace learner"),
+    "a3c": ("jaxrl_par.algos.a3c", "A3C: asynchronous workers pushing n-step actor-critic "
+            "gradients to a parameter server"),
+    "gorila": ("jaxrl_par.algos.gorila", "Gorila: DQN bundles (actor, replay, learner) "
+               "pushing gradients to a parameter server"),
+    "a2c": ("jaxrl_par.algos.a2c",
+            "A2C: A3C's synchronous form, one on-policy gradient per rollout"),
 }
 
 # The algorithms that take continuous (Box) actions, and those that take only those; all

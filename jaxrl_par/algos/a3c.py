@@ -9,7 +9,7 @@ gradient of the n-step advantage actor-critic loss at the parameters they acted 
 server applies each push with its optimiser (Adam over the flat parameters, one shared
 state, as the paper's shared RMSProp statistics) as it arrives. A push is applied to
 parameters that other workers have moved since it was pulled: its *staleness* (pushes
-applied in between) is measured per push, from the versions the server and the copies
+applied in between) is computed per push, from the versions the server and the copies
 carry, and reported (``staleness``).
 
 Two ways to run it, from the same pure parts (``worker``, ``apply``, ``pull``; see
@@ -88,7 +88,7 @@ class Config(RolloutSchedule):
     anneal_lr: bool = True  # linear decay to 0 over the run's pushes
     gamma: float = 0.99
     vf_coef: float = 0.5
-    ent_coef: float = 0.0  # SB3's A2C default; 0.01 costs CartPole seeds at 5e5 steps
+    ent_coef: float = 0.0  # SB3's A2C default; 0.01 keeps some CartPole seeds from solving
     max_grad_norm: float = 0.5  # global-norm clipping of each push (0: off)
     # Each worker divides its rewards by the running std of its envs' discounted
     # returns: True, False, or "auto" (on for continuous actions).

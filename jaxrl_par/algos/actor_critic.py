@@ -50,7 +50,7 @@ def vtrace_loss(network: ActorCritic, params, traj: Trajectory, hp, *, method: s
     ``off_policy_correction=False`` every importance weight is taken as 1: the targets
     are then TD(lambda) returns of the behaviour data, and with ``vtrace_lambda=1``
     A3C's n-step returns (bootstrapped from the unroll's last state and from truncated
-    episodes' final observations). ``info`` holds :data:`LOSS_METRICS`, the measured
+    episodes' final observations). ``info`` holds :data:`LOSS_METRICS`, the
     mean importance weight ``pi / mu`` and the fraction above ``rho_bar`` included.
     """
     t, n = traj.reward.shape
@@ -75,7 +75,7 @@ def vtrace_loss(network: ActorCritic, params, traj: Trajectory, hp, *, method: s
     v_loss = jnp.mean(jax.vmap(jax.vmap(value_loss))(value, targets.vtrace_targets))
     entropy = jnp.mean(dist.entropy())
     loss = actor_critic_loss(pg_loss, v_loss, entropy, hp.vf_coef, hp.ent_coef)
-    rho = jnp.exp(jax.lax.stop_gradient(log_rho))  # measured, used or not
+    rho = jnp.exp(jax.lax.stop_gradient(log_rho))  # reported, used or not
     return loss, {
         "loss": loss,
         "policy_loss": pg_loss,

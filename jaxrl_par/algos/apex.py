@@ -71,11 +71,9 @@ from jaxrl_par.blocks.exploration import apex_epsilons
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Ape-X hyperparameters: the paper's structure (ladder, n-step double Q, dueling, PER)
-    at a size that solves the default env, CartPole-v1, in the default budget on a CPU
-    (greedy return 500 in 7 of 8 seeds at 1e5 steps; the earlier defaults, 32 actors x 8
-    steps, batch 128, 2 learner steps, lr 2.5e-4, reached 140-500 at 5e5, see
-    BENCHMARKS.md). Longer runs at this learning rate can lose the solution again, as
-    DQN on CartPole often does."""
+    at a size that solves the default env, CartPole-v1, within the default budget on a
+    CPU. Longer runs at this learning rate can lose the solution again, as DQN on CartPole
+    often does."""
 
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "max_grad_norm", "gamma", "huber_delta",

@@ -1,4 +1,6 @@
-"""The protocol every synchronous algorithm follows (see DESIGN.md)."""
+"""The protocol every algorithm follows: an :class:`Algorithm` of pure ``init`` and
+``update``, with the pieces its actor-learner (:class:`Pipeline`) and asynchronous
+(:class:`AsyncWorker`) runtimes call."""
 
 from __future__ import annotations
 
@@ -149,9 +151,8 @@ def scan_updates(algo: Algorithm, length: int) -> Callable:
             return step(state, t)
         # The skipped branch returns zeros shaped like the update's metrics. They are
         # read off the update's own trace as the cond traces it (true branch first), so
-        # the update is traced once, not a second time by `jax.eval_shape` (0.1-0.2 s of a
-        # PPO chunk's lowering); if the branches were ever traced the other way round,
-        # `eval_shape` still gives them.
+        # the update is traced once, not a second time by `jax.eval_shape`; if the
+        # branches were ever traced the other way round, `eval_shape` still gives them.
         traced = []
 
         def run(s):

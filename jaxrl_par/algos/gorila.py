@@ -8,7 +8,7 @@ transitions in its replay, samples a batch and computes the gradient of the
 gradient to the parameter server. The server applies pushes with Adam as they arrive
 and updates the target network every ``target_update_period`` pushes; a bundle re-pulls
 both networks once the server is ``actor_sync_period`` pushes past its copy. Each push's
-staleness (pushes applied between the pull and its own application) is measured from the
+staleness (pushes applied between the pull and its own application) is computed from the
 versions and reported, as for A3C (:mod:`jaxrl_par.algos.a3c`).
 
 The same pure parts run in one compiled round-robin ``update`` (``train(algo, seeds)``:

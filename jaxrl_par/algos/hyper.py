@@ -170,7 +170,7 @@ def grid_points(**values: Sequence[float]) -> list[dict[str, float]]:
         if not isinstance(values[name], Sequence | np.ndarray) or isinstance(
                 values[name], (str, bytes)) or not len(values[name]):
             raise ValueError(f"grid: {name}={values[name]!r}; give a list of values")
-    return [dict(zip(names, point)) for point in itertools.product(*values.values())]
+    return [dict(zip(names, point, strict=True)) for point in itertools.product(*values.values())]
 
 
 def grid(seeds: int | Sequence[int], **values: Sequence[float]
@@ -225,11 +225,11 @@ def points(hparams: Mapping[str, Any], num_lanes: int
     names = list(hparams)
     if not names:
         return [({}, np.arange(num_lanes))]
-    rows = list(zip(*(to_floats(hparams[n]) for n in names)))
+    rows = list(zip(*(to_floats(hparams[n]) for n in names), strict=True))
     order: dict[tuple, list[int]] = {}
     for lane, row in enumerate(rows):
         order.setdefault(row, []).append(lane)
-    return [(dict(zip(names, row)), np.asarray(lanes)) for row, lanes in order.items()]
+    return [(dict(zip(names, row, strict=True)), np.asarray(lanes)) for row, lanes in order.items()]
 
 
 def summarize(hparams: Mapping[str, Any], final_returns: Any, seeds: Sequence[int]

@@ -14,7 +14,7 @@ any other algorithm:
   vf_coef * 0.5 (v_s - V(x_s))^2 - ent_coef * H(pi(. | x_s))``.
 * The actors pull the learner's parameters every ``actor_sync_period`` learner steps.
   The policy lag of each trajectory (learner steps between the version that acted it
-  and the parameters that learn from it) is measured from the versions and reported,
+  and the parameters that learn from it) is computed from the versions and reported,
   with the importance weights ``pi / mu`` that V-trace truncates.
 
 With ``pipeline=True`` (the default) the trajectories acted in update ``u`` are learned
@@ -88,7 +88,7 @@ class Config(RolloutSchedule):
     actor_sync_period: int = 1  # learner steps between the actors' parameter pulls
     pipeline: bool = True  # act update u+1's trajectories while learning from update u's
     # False: V-trace with every importance weight taken as 1, the lag left uncorrected
-    # (an ablation; the weights are still measured and reported).
+    # (an ablation; the weights are still computed and reported).
     off_policy_correction: bool = True
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
@@ -234,8 +234,10 @@ def make(config: Config) -> Algorithm:
                 f"num_minibatches={m} does not divide the {n_local} envs of each device "
                 f"(num_envs={cfg.num_envs} over {axes.axis_size(cfg.axis_name)} devices); "
                 "pick num_envs a multiple of devices * num_minibatches")
-        split_envs = lambda x: jnp.moveaxis(
-            x.reshape(x.shape[:1] + (n_local // m, m) + x.shape[2:]), 2, 0)
+
+        def split_envs(x):
+            return jnp.moveaxis(x.reshape(x.shape[:1] + (n_local // m, m) + x.shape[2:]), 2, 0)
+
         fields = {f.name: getattr(acted, f.name) for f in dataclasses.fields(acted)
                   if f.name != "version"}
         return acted.replace(version=jnp.broadcast_to(acted.version, (m,)),
@@ -265,7 +267,7 @@ def make(config: Config) -> Algorithm:
             step, (learner.params, learner.opt_state, zeros), minibatches(acted))
         learner_steps = learner.learner_steps + learner_steps_per_update
         sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
-        metrics = dict(zip(LOSS_METRICS, sums / learner_steps_per_update))
+        metrics = dict(zip(LOSS_METRICS, sums / learner_steps_per_update, strict=True))
         metrics = axes.pmean(metrics, cfg.axis_name)
         # The mean over this update's learner steps of (its step - the acting version).
         metrics["policy_lag"] = ((learner.learner_steps - acted.version).astype(jnp.float32)

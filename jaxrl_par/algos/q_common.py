@@ -192,9 +192,9 @@ def act_steps(
     randomness of all ``T`` steps drawn before the scan.
 
     The env keys, exploration coins and random actions of every (step, env) come from
-    three batched draws, not from a few small draws per step (on one CPU core this
-    halves the cost of acting). Each env's numbers depend only on its global index, so
-    a sharded batch still acts exactly as on one device.
+    three batched draws, not from a few small draws per step: a few large kernels
+    instead of many small ones inside the scan. Each env's numbers depend only on its
+    global index, so a sharded batch still acts exactly as on one device.
 
     Args:
       env: the local :class:`VecEnv` of ``N`` envs.

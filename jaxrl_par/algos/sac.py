@@ -68,7 +68,7 @@ class Config(ReplaySchedule):
     autotune_alpha: bool = True
     target_entropy: float | None = None  # None: -(action dimensions)
     num_critics: int = 2
-    hidden_sizes: tuple[int, ...] = (64, 64)  # rejax's; CleanRL's (256, 256) costs ~10x on CPU
+    hidden_sizes: tuple[int, ...] = (64, 64)  # rejax's; CleanRL's (256, 256) is far dearer on a CPU
     activation: str = "relu"
     sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
     axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism

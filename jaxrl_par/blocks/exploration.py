@@ -8,7 +8,7 @@
   sharded batch draws exactly the actions it draws on one device.
 * :func:`exploration_draws` and :func:`epsilon_greedy_from_draws`: the same rule with the
   random numbers of many steps drawn at once (one batched draw instead of a few per
-  step: on CPU every draw is a small loop of its own, and they dominated acting).
+  step: on CPU every draw is a small loop of its own).
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 ``"brax:ant"`` is ``brax.envs.get_environment("ant")`` with Brax's default physics
 backend, ``"brax:ant:positional"`` the same robot on the positional backend (``mjx``,
-``generalized``, ``positional`` or ``spring``; on this project's 2-core CPU, 128 Ants on
-``positional`` stepped at ~9.8k env steps/s; the others were not timed). They run
-inside the compiled programs like every gymnax
-env, so every algorithm for continuous actions trains on them (PPO, IMPALA, A3C, A2C,
-SAC), with the library's semantics rather than Brax's wrappers:
+``generalized``, ``positional`` or ``spring``). They run inside the compiled programs
+like every gymnax env, so every algorithm for continuous actions trains on them (PPO,
+IMPALA, A3C, A2C, SAC), with the library's semantics rather than Brax's wrappers:
 
 - **Time limit.** ``max_steps_in_episode`` (an env param, 1000 as in Brax's training
   scripts) cuts an episode as *truncated*: learners bootstrap from the observation it
@@ -103,10 +101,10 @@ class BraxEnv(environment.Environment):
 
     @functools.cached_property
     def _obs_size(self) -> int:
-        # Brax's `observation_size` runs a reset op by op (seconds of small compiles the
-        # first time); the shape alone is enough. Not computed in __init__: the registry
-        # builds envs under `jax.ensure_compile_time_eval`, where even this trace would
-        # run Brax's initial kinematics op by op (7 s for Ant's default backend).
+        # Brax's `observation_size` runs a reset op by op (many small compiles the first
+        # time); the shape alone is enough. Not computed in __init__: the registry builds
+        # envs under `jax.ensure_compile_time_eval`, where even this trace would run
+        # Brax's initial kinematics op by op.
         obs = jax.eval_shape(self.env.reset, jax.random.key(0)).obs
         if not isinstance(obs, jax.ShapeDtypeStruct) or len(obs.shape) != 1:
             raise ValueError(f"{self.env_id}: only flat array observations are supported, "

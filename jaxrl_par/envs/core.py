@@ -19,6 +19,7 @@ from flax import struct
 
 from jaxrl_par import axes
 
+
 @struct.dataclass
 class EnvState:
     """State of ``num_envs`` environments. Every leaf has a leading ``[N]`` axis."""
@@ -123,7 +124,8 @@ class VecEnv:
             episode_length=jnp.zeros((self.num_envs,), jnp.int32),
         )
 
-    def step(self, keys: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, Timestep]:
+    def step(self, keys: jax.Array, state: EnvState, action: jax.Array
+             ) -> tuple[EnvState, Timestep]:
         """Steps all copies by one action each, resetting those whose episode ended.
 
         Args:

@@ -3,15 +3,15 @@
 Each isolates one thing a learner can get wrong (after Andy Jones, "Debugging RL,
 without the agonizing pain"). A learner that fails a probe has a bug, not bad luck.
 
-| id                 | actions | obs           | reward                     | episode        | tests                |
-|--------------------|---------|---------------|----------------------------|----------------|----------------------|
-| ProbeConstant-v0   | 1       | 0             | +1                         | 1 step         | value fitting        |
-| ProbeObsReward-v0  | 1       | +-1 random    | = obs                      | 1 step         | value depends on obs |
-| ProbeDiscount-v0   | 1       | 0 then 1      | +1 at the 2nd step         | 2 steps        | discounting (V0=g)   |
-| ProbeAction-v0     | 2       | 0             | +1 for action 1, else -1   | 1 step         | policy improvement   |
-| ProbeObsAction-v0  | 2       | +-1 random    | +1 if action matches obs   | 1 step         | obs-dependent policy |
-| ProbeTimeLimit-v0  | 1       | 0             | +1                         | truncated at T | bootstrap on trunc.  |
-| ProbeContinuous-v0 | box [-1,1] | 0          | -(a - 0.5)^2               | 1 step         | Gaussian policies    |
+| id                 | actions | obs        | reward              | episode  | tests              |
+|--------------------|---------|------------|---------------------|----------|--------------------|
+| ProbeConstant-v0   | 1       | 0          | +1                  | 1 step   | value fitting      |
+| ProbeObsReward-v0  | 1       | +-1 random | = obs               | 1 step   | obs-based value    |
+| ProbeDiscount-v0   | 1       | 0 then 1   | +1 at the 2nd step  | 2 steps  | discounting (V0=g) |
+| ProbeAction-v0     | 2       | 0          | +1 if a = 1 else -1 | 1 step   | policy improvement |
+| ProbeObsAction-v0  | 2       | +-1 random | +1 if a matches obs | 1 step   | obs-based policy   |
+| ProbeTimeLimit-v0  | 1       | 0          | +1                  | cut at T | trunc. bootstrap   |
+| ProbeContinuous-v0 | [-1, 1] | 0          | -(a - 0.5)^2        | 1 step   | Gaussian policies  |
 
 ``ProbeTimeLimit-v0`` never terminates, so with correct truncation bootstrapping every
 state has value ``1 / (1 - gamma)``; a learner that treats the time limit as terminal

@@ -15,12 +15,11 @@ learner's instead of before it: on two accelerators, or on two CPU devices
 programs share the host's cores with XLA's own intra-op threads. The batch and the
 parameter copy cross devices packed into one flat array per dtype
 (:mod:`jaxrl_par.parallel.packing`, inside the compiled halves), but each update still
-costs two program calls and two transfers from Python (~1 ms on CPU for Ape-X on
-CartPole), so it pays only for updates that take much longer than that (Ape-X on
-MinAtar, not on CartPole). The schedule is fixed by the data
-each half waits for, not by timing, so a run is deterministic and equals the
-algorithm's own ``update`` on one device (``train`` without ``actor_learner``), up to
-the two programs being compiled apart.
+costs two program calls and two transfers from Python, so it pays only for updates that
+take much longer than that (Ape-X on MinAtar rather than on CartPole). The schedule is
+fixed by the data each half waits for, not by timing, so a run is deterministic and
+equals the algorithm's own ``update`` on one device (``train`` without
+``actor_learner``), up to the two programs being compiled apart.
 
 Used through ``train(algo, seeds, actor_learner=True)``; chunks, progress, logs,
 checkpoints and Ctrl-C work as for any run (the state is joined on the learner's device
@@ -110,8 +109,13 @@ class ActorLearner:
         ``algo.num_updates`` are not run; their metrics rows are zeros)."""
         pipeline, acting = self.algo.pipeline, self.algo.host
         actor, copy, learner, pending = pipeline.split(state)
-        to_actor = lambda tree: jax.device_put(tree, self.actor_device)
-        to_learner = lambda tree: jax.device_put(tree, self.learner_device)
+
+        def to_actor(tree):
+            return jax.device_put(tree, self.actor_device)
+
+        def to_learner(tree):
+            return jax.device_put(tree, self.learner_device)
+
         key = (pipeline.actor or acting.step, pipeline.learner,
                self.actor_device, self.learner_device, _shapes((actor, copy)),
                _shapes((learner, pending)))
@@ -179,8 +183,10 @@ class _Programs(NamedTuple):
 
 def _compile_halves(pipeline, actor, copy, learner, pending) -> _Programs:
     """Compiles the two halves for seed-batched arguments placed on their devices."""
-    unbatched = lambda tree: jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
+
+    def unbatched(tree):
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
+
     acted = (unbatched(pending) if pipeline.actor is None  # host actors: init's shapes
              else jax.eval_shape(pipeline.actor, unbatched(actor), unbatched(copy))[1])
     pack_copy, unpack_copy = packing.packer(unbatched(copy))

@@ -10,7 +10,7 @@ that loops: compute a gradient with its copy, wait for it, then, under the serve
 lock, dispatch the server's step and its pull. So workers push in the order they finish,
 a slow worker's gradient is applied to parameters that faster ones have moved since it
 pulled, and each push's staleness (pushes applied between its pull and its application)
-is measured by the server from the versions, as it happens: that is the paradigm of A3C
+is computed by the server from the versions, as it happens: that is the paradigm of A3C
 and of a Gorila parameter server, on any number of devices, nondeterministic as theirs.
 
 ``schedule="round_robin"`` runs the same compiled parts from one thread in the order
@@ -145,7 +145,7 @@ class AsyncWorkers:
                 x.shape, x.dtype, sharding=jax.sharding.SingleDeviceSharding(server_device))
 
         # The workers' and copies' slices out of the state and back, compiled ahead too
-        # (as eager ops they compiled inside the first chunk: ~0.5 s of "training").
+        # (as eager ops they would compile inside the first chunk, counted as training).
         split_fn = jax.jit(lambda tree: [_worker_slice(tree, k) for k in range(num_workers)])
         by_worker = (state.workers, state.copies)
         split = split_fn.lower(jax.tree.map(on_server, by_worker)).compile()
@@ -185,8 +185,11 @@ class AsyncWorkers:
 
         def warm_program(length: int):
             """``length`` warm-up updates (no pushes) as one scanned program."""
-            scan = lambda s: jax.lax.scan(lambda s, _: self.algo.warmup_update(s), s, None,
-                                          length=length)
+
+            def scan(s):
+                return jax.lax.scan(lambda s, _: self.algo.warmup_update(s), s, None,
+                                    length=length)
+
             return jax.jit(jax.vmap(scan), donate_argnums=0)
 
         warm_programs = {}
@@ -197,14 +200,14 @@ class AsyncWorkers:
         def warm_host(state, length):
             """``length`` warm-up updates on host envs: each worker in turn acts and
             stores, with no push."""
-            workers, copies = map(list, zip(*split((state.workers, state.copies))))
+            workers, copies = map(list, zip(*split((state.workers, state.copies)), strict=True))
             log = []
             for i in range(length * num_workers):
                 k = i % num_workers
                 workers[k], metrics = acting.warmup(
                     self.host_envs[k], workers[k], copies[k], state.hparams)
                 log.append(metrics)
-            return (state.replace(workers=stack(list(zip(workers, copies)))[0]),
+            return (state.replace(workers=stack(list(zip(workers, copies, strict=True)))[0]),
                     _rows(jax.device_get(log), length, num_workers))
 
         def warm(state, length):
@@ -227,8 +230,11 @@ class AsyncWorkers:
                 parts_rows.append(rows)
             rows = {k: np.concatenate([r[k] for r in parts_rows], axis=1)
                     for k in parts_rows[0]}
-            pad = lambda v: np.concatenate(
-                [v, np.zeros(v.shape[:1] + (chunk_updates - n,), v.dtype)], axis=1)
+
+            def pad(v):
+                return np.concatenate(
+                    [v, np.zeros(v.shape[:1] + (chunk_updates - n,), v.dtype)], axis=1)
+
             return state, {k: pad(v) for k, v in rows.items()}
 
         def pushes(state, n):
@@ -238,7 +244,7 @@ class AsyncWorkers:
             server_hparams = to(state.hparams, server_device)
             sliced = split(to((state.workers, state.copies), server_device))
             own = [{"worker": to(worker, d), "copy": to(copy, d), "hparams": to(state.hparams, d)}
-                   for (worker, copy), d in zip(sliced, self.worker_devices)]
+                   for (worker, copy), d in zip(sliced, self.worker_devices, strict=True)]
             log: list[dict] = []
             order: list[int] = []
             lock = threading.Lock()

@@ -1,7 +1,7 @@
 """Pack a pytree into one flat array per dtype, for cheap transfers between devices.
 
-Moving a pytree with ``jax.device_put`` costs a dispatch per leaf (on CPU ~10-30 us each
-from Python); a tree of 25 leaves costs more to send than a small update takes to run.
+Moving a pytree with ``jax.device_put`` costs a dispatch from Python per leaf, so a tree
+of many small leaves can cost more to send than a small update takes to run.
 :func:`packer` gives the two pure functions that turn such a tree into a few flat arrays
 (one per dtype, leaves in tree order, raveled) and back, to be called inside the compiled
 programs on either side of a transfer. Typed PRNG keys cannot be concatenated with plain

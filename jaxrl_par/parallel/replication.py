@@ -64,7 +64,7 @@ def replica_spread(state, select: Callable[[tuple], bool] | None = None) -> dict
         from jax.experimental import multihost_utils
 
         spreads = multihost_utils.process_allgather(spreads, tiled=True)
-    return {name: np.asarray(s) for (name, _), s in zip(flat, spreads)}
+    return {name: np.asarray(s) for (name, _), s in zip(flat, spreads, strict=True)}
 
 
 def assert_is_replicated(

@@ -14,8 +14,7 @@ use of a device; importing gymnax is one), so they must run before that::
 
 The CLI does this for its runs (``--cpu-threads``). Programs that run at the same time
 from several host threads (``--async-workers``, ``--actor-learner``) need a thread each;
-the CLI keeps XLA's default for those. What each choice measured is in
-docs/performance.md.
+the CLI keeps XLA's default for those. docs/scaling.md describes CPU devices and threads.
 """
 
 from __future__ import annotations
@@ -174,5 +173,5 @@ def hint_once() -> str | None:
         return None
     _hinted = True
     return (f"jaxrl_par: tip: XLA:CPU runs this on its default {cores} threads; one thread is "
-            "usually faster for RL programs: call jaxrl_par.platform.cpu_threads.limit() before jax "
-            "starts (the CLI's --cpu-threads auto does)")
+            "usually faster for RL programs: call jaxrl_par.platform.cpu_threads.limit() "
+            "before jax starts (the CLI's --cpu-threads auto does)")

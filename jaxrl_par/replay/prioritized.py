@@ -89,7 +89,8 @@ def _uniform(key: jax.Array, n: int) -> jax.Array:
     """
     if not (_is_threefry(key) and jax.config.jax_threefry_partitionable and n < 2**32):
         return jax.random.uniform(key, (n,), jnp.float32)
-    data = jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
     b1, b2 = _threefry2x32(
         data[0], data[1], jnp.zeros((n,), jnp.uint32), jax.lax.iota(jnp.uint32, n)
     )

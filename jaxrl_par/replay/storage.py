@@ -9,18 +9,18 @@ int32, a uint8 image of 4k bytes, four bool flags...) are bit-cast into a uint32
 array `[capacity, W]`; the other leaves (a bool flag, three uint8, a float16...) go byte
 for byte into a uint8 `tail` array `[capacity, T]`; no padding, so the state holds exactly
 the transition bytes. Images live in words because XLA:CPU gathers a `[k, 10, 10, 4]`
-uint8 leaf byte by byte with the row index arithmetic of each byte, and `[k, 100]` words
-bit-cast to bytes ~3x faster: `get` of 1,024 MinAtar transitions 663 -> 219 us, against
-`add` of 256 at 15 -> 23 us (XLA packs bytes into a word with a small reduce; shifts and
-ors written out were no faster). Interleaved on one core, 2026-12-02.
-`add` writes one row block per array (rows with an image leaf: one scatter per leaf into
-its columns, which measured faster, see `WIDE_LEAF_WORDS`); with a fixed `add_batch_size`
-that divides the capacity no batch crosses the end of the ring, and those writes are
-`dynamic_update_slice`s instead of scatters (see `init`); `get` gathers each
-leaf straight from its columns (neighbouring columns of the same rows: one cache line for
-small rows); a jitted call passes two storage buffers instead of one per leaf (on CPU each
-kernel and each buffer of a call costs microseconds). `StorageState.data` unpacks the
-whole ring into the original pytree for inspection.
+uint8 leaf byte by byte, with the row index arithmetic of each byte, while `[k, 100]`
+words are gathered a word at a time and bit-cast to bytes; the price is a small reduce in
+`add` that packs four bytes into a word.
+
+`add` writes one row block per array (rows with a wide leaf such as an image: one write
+per leaf into its columns, see `WIDE_LEAF_WORDS`); with a fixed `add_batch_size` that
+divides the capacity no batch crosses the end of the ring, and those writes are
+`dynamic_update_slice`s instead of scatters (see `init`). `get` gathers each leaf straight
+from its columns (neighbouring columns of the same rows: one cache line for small rows).
+A jitted call passes two storage buffers instead of one per leaf, since every argument
+buffer of a call has a fixed cost. `StorageState.data` unpacks the whole ring into the
+original pytree for inspection.
 """
 
 from __future__ import annotations
@@ -102,17 +102,16 @@ def _from_row_part(part: jax.Array, slot: LeafSlot) -> jax.Array:
 
 #: A leaf of at least this many words (a MinAtar image: 100) makes ``add`` write each leaf
 #: into its columns with a scatter of its own instead of one scatter of the concatenated
-#: row block: 256 MinAtar rows 30.7 / 34.5 / 36.0 us against 37.1 / 39.6 / 39.9 us
-#: (three interleaved runs, one core, jax 0.10.2, 2026-12-03), 4,096 rows 429 against
-#: 472 us. Rows of small leaves only (CartPole: 4.0 against 3.0 us) stay one block.
+#: row block: concatenating wide leaves copies more than the extra scatters cost. Rows of
+#: small leaves only (CartPole) stay one block, where one scatter beats several.
 WIDE_LEAF_WORDS = 32
 
 
 def pack(layout: Layout, transitions: PyTree) -> tuple[jax.Array | None, jax.Array | None]:
     """`[n, ...]` transitions -> (uint32 `[n, W]` or None, uint8 `[n, T]` or None)."""
     leaves = jax.tree.leaves(transitions)
-    words = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots) if s.in_words]
-    tail = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots) if not s.in_words]
+    words = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots, strict=True) if s.in_words]
+    tail = [_to_row_part(x, s) for x, s in zip(leaves, layout.slots, strict=True) if not s.in_words]
     return (
         jnp.concatenate(words, axis=-1) if words else None,
         jnp.concatenate(tail, axis=-1) if tail else None,
@@ -125,7 +124,7 @@ def unpack(layout: Layout, words: jax.Array | None, tail: jax.Array | None,
 
     With `rows` (e.g. int `[k]` indices) only those rows: each leaf is gathered straight
     from its own columns, with no `[k, W]` intermediate to copy the leaves out of (for
-    MinAtar rows that copy cost more than the gather).
+    wide rows that copy costs more than the gather).
     """
     leaves = []
     for s in layout.slots:
@@ -201,8 +200,7 @@ def init(example: PyTree, capacity: int, add_batch_size: int | None = None) -> S
     must divide `capacity`, makes `add` take batches of exactly that size (a ValueError
     otherwise); then every batch starts at a multiple of it and none crosses the end of
     the ring, so `add` writes each array with a `dynamic_update_slice` instead of a
-    scatter, which XLA:CPU writes faster (MinAtar rows, 2^20 slots, one core: 256 rows
-    51 -> 37 us, 4,096 rows 843 -> 596 us, 2026-12-06). flashbax fixes its
+    scatter: a slice write needs no per-row index computation. flashbax fixes its
     `add_batch_size` likewise.
     """
     if not isinstance(capacity, (int, np.integer)) or capacity < 1:
@@ -242,7 +240,7 @@ def check_batch(state: StorageState, transitions: PyTree) -> int:
     capacity = state.capacity
     batch = None
     paths = jax.tree_util.tree_flatten_with_path(transitions)[0]
-    for (path, x), slot in zip(paths, layout.slots):
+    for (path, x), slot in zip(paths, layout.slots, strict=True):
         name = jax.tree_util.keystr(path) or "<leaf>"
         x_shape, x_dtype = jnp.shape(x), jnp.result_type(x)
         if x_dtype != jnp.dtype(slot.dtype):
@@ -301,12 +299,12 @@ def add(state: StorageState, transitions: PyTree) -> tuple[StorageState, jax.Arr
         return buf.at[indices, columns].set(rows, unique_indices=True)
 
     if aligned or any(s.in_words and s.count >= WIDE_LEAF_WORDS for s in layout.slots):
-        # Images: each leaf straight into its own columns. Concatenating the row block
-        # first cost more than the separate scatters save (see WIDE_LEAF_WORDS). Slice
-        # writes go leaf by leaf for every row: a block of CartPole rows written whole was
-        # slower than by scatter (4,096 rows 72 against 37 us), leaf by leaf faster (26 us).
+        # Wide leaves: each straight into its own columns, with no concatenated row
+        # block to build (see WIDE_LEAF_WORDS). Slice writes go leaf by leaf for every
+        # row: each is a plain copy into a contiguous column range, and the row block
+        # is never materialised.
         words, tail = state.words, state.tail
-        for x, s in zip(jax.tree.leaves(transitions), layout.slots):
+        for x, s in zip(jax.tree.leaves(transitions), layout.slots, strict=True):
             columns = slice(s.offset, s.offset + s.count)
             if s.in_words:
                 words = write(words, _to_row_part(x, s), columns)

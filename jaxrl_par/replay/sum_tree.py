@@ -6,8 +6,8 @@ l; the last level has at most K nodes, padded to K, and their sum is the total m
 each internal node sits the minimum positive leaf mass below it (+inf if none): the leaves
 are shared, so the min tree costs only the internal nodes.
 
-Storage: the whole tree is ONE float32 array, so a jitted call passes one buffer (a call
-costs about 1-2 us per argument buffer on CPU) and every write is an in-place scatter into
+Storage: the whole tree is ONE float32 array, so a jitted call passes one buffer (each
+argument buffer adds a fixed cost to a call) and every write is an in-place scatter into
 it. The leaves come first (`[n_0]`, padded to a multiple of 2K); then each internal level
 as rows of 2K floats, `[K sums of a sibling group | their K mins]`, so one gather of a row
 brings both the sums and the mins of a node's children and one scatter writes a parent's
@@ -98,12 +98,13 @@ class SumMinTree:
     def sums(self) -> tuple:
         """Per-level node sums: `sums[0]` the leaves `[n_0]`, `sums[l]` `[n_l]`."""
         leaves = self.flat[..., : self.sizes[0]]
-        return (leaves,) + tuple(self._level(l, 0) for l in range(1, len(self.sizes)))
+        levels = range(1, len(self.sizes))
+        return (leaves,) + tuple(self._level(level, 0) for level in levels)
 
     @property
     def mins(self) -> tuple:
         """`mins[l]`, beside `sums[l + 1]`: min positive leaf mass below (+inf if none)."""
-        return tuple(self._level(l, 1) for l in range(1, len(self.sizes)))
+        return tuple(self._level(level, 1) for level in range(1, len(self.sizes)))
 
 
 def init(capacity: int, branching: int = 8) -> SumMinTree:
@@ -350,13 +351,10 @@ def _descend(
     One `fori_loop` step per level, top to leaves: the loop carry (node, residual) is the
     only thing a level hands the next, so XLA emits a few small kernels per level instead
     of inlining the whole descent into each level's gather (which it does when the levels
-    are unrolled: ~15x slower). The leaf's mass is read once after the loop rather than
-    carried: a third carried array costs each level another kernel (XLA:CPU fuses each
-    output of the level separately) and a copy; packing the carry into one `[3, n]` array
-    instead makes one kernel compute the child choice once per row. Interleaved at 2^20
-    on one core, `find_with_mass` for 256 / 1024 draws took 13.4 / 44.8 us with the packed
-    carry and 10.1 / 35.7 us this way (1.19-1.28x in a later run), with the same leaves
-    and masses.
+    are unrolled). The leaf's mass is read once after the loop rather than carried: a
+    third carried array costs each level another kernel (XLA:CPU fuses each output of the
+    level separately) and a copy, and packing the carry into one `[3, n]` array makes one
+    kernel compute the child choice once per row.
 
     `after` (float32 `[]`, optional) enters the first node index as `_zero_after(after)`:
     it only makes the search, and so anything that uses its indices, come after `after`
@@ -365,13 +363,13 @@ def _descend(
     k, sizes = tree.branching, tree.sizes
     _, starts, _ = _layout(sizes, k)
     top_down = range(len(sizes) - 1, -1, -1)
-    # Level l's rows start at `bases[i]` in the flat array and are `strides[i]` apart.
-    bases = jnp.asarray([starts[l - 1] if l else 0 for l in top_down], jnp.int32)
-    strides = jnp.asarray([2 * k if l else k for l in top_down], jnp.int32)
+    # The i-th level from the top has its rows at `bases[i]` in the flat array,
+    # `strides[i]` apart.
+    bases = jnp.asarray([starts[lv - 1] if lv else 0 for lv in top_down], jnp.int32)
+    strides = jnp.asarray([2 * k if lv else k for lv in top_down], jnp.int32)
     flat = tree.flat
     # Each node's K children are one contiguous slice: gather n slices of K floats (one
-    # start index each) rather than n * K single floats (K computed indices each); in a
-    # scan over 1024 draws at 2^20 leaves this took the descent from ~88 to ~53 us.
+    # start index each) rather than n * K single floats (K computed indices each).
     rows = jax.lax.GatherDimensionNumbers(
         offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,)
     )
@@ -383,9 +381,9 @@ def _descend(
         start = bases[i] + node * strides[i]  # in range: node < the level's node count
         children = jax.lax.gather(flat, start[:, None], rows, slice_sizes=(k,), mode=promise)
         c = [children[:, j] for j in range(k)]  # [n] each
-        # Inclusive prefix sums, sequential over the K lanes (a log-step scan rounds
-        # differently, and with it the Ape-X CartPole test (tests/test_apex.py) no longer
-        # reached 475 at its seed).
+        # Inclusive prefix sums, sequential over the K lanes: the same left fold as
+        # `_fold_sum`, so the last prefix is the parent's stored sum bit for bit (a
+        # log-step scan would round differently).
         cumulative = [c[0]]
         for j in range(1, k):
             cumulative.append(cumulative[-1] + c[j])
