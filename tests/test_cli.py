@@ -401,7 +401,7 @@ def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys
 
 
 def test_mesh_leaves_to_one_device_and_back():
-    from jaxrl_par.runner.runs import mesh_leaf, one_device_leaf
+    from jaxrl_par.runner.layouts import mesh_leaf, one_device_leaf
 
     rng = np.random.default_rng(0)
     params = rng.normal(size=(3, 5))  # [S, ...], replicated over 2 shards

@@ -31,13 +31,10 @@ from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import checkpoint, interrupt, lockfile, lru, memory
+from jaxrl_par.runner import checkpoint, interrupt, layouts, lockfile, lru, memory, records
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.precision import float32
-
-CHECKPOINT = "checkpoint.npz"
-METRICS = "metrics.jsonl"
-PBT_LOG = "pbt.jsonl"
+from jaxrl_par.runner.records import CHECKPOINT, METRICS, config_record
 
 # Compiled init and chunk programs of recent runs, in an LRU cache of _MAX_COMPILED entries
 # keyed by the algorithm's functions themselves (so an id is never reused for another
@@ -260,22 +257,6 @@ def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
     return jax.block_until_ready(state), compiled
 
 
-def _check_log_dir(log_dir: str | None, resume: bool) -> None:
-    """Before compiling: ``resume`` needs a log dir, and a log dir that holds a run (a
-    checkpoint or logged updates) is only continued, never overwritten by a fresh one."""
-    if resume and not log_dir:
-        raise ValueError("resume=True needs the log_dir of the run to continue "
-                         "(--resume with --log-dir DIR)")
-    if not log_dir or resume:
-        return
-    metrics = os.path.join(log_dir, METRICS)
-    if (os.path.exists(os.path.join(log_dir, CHECKPOINT))
-            or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
-        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINT}, {METRICS}); "
-                         "continue it with resume=True (--resume), or give another log dir "
-                         "(or delete this one) to start anew")
-
-
 def _one_run_per_log_dir(train_fn):
     """``train_fn`` run while its process holds the ``log_dir`` it writes
     (:class:`jaxrl_par.runner.lockfile.LogDirLock`): a second run on the same log dir fails at
@@ -458,13 +439,14 @@ def train(
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
     record = config_record(algo)
-    _check_log_dir(log_dir, resume)
+    records.check_log_dir(log_dir, resume)
     resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
     relayout = None
     if resuming:  # before compiling: a mismatch is an error, not minutes of work
         saved_meta = checkpoint.read_meta(ckpt_path)
-        _check_resumable(ckpt_path, saved_meta, seed_list, record, _absent_field_values(algo))
-        lanes = _resumed_lanes(ckpt_path, saved_meta, lanes, given=hparams is not None)
+        records.check_resumable(ckpt_path, saved_meta, seed_list, record,
+                                records.absent_field_values(algo))
+        lanes = records.resumed_lanes(ckpt_path, saved_meta, lanes, given=hparams is not None)
         if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
             relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
                                  keys, say=progress and is_main)
@@ -513,20 +495,20 @@ def train(
             if sharded:
                 state = sharded.place(state)
             done_updates = int(meta["updates_done"])
-            history = _read_history(os.path.join(log_dir, METRICS), done_updates, is_main)
+            history = records.read_history(os.path.join(log_dir, METRICS), done_updates,
+                                           is_main)
         elif is_main:
             with open(os.path.join(log_dir, METRICS), "w"):
                 pass
     # What config.json and each checkpoint record beside the config: the swept values,
     # and the module that registers a user's own env (load_run imports it).
-    lanes_record = {**_lanes_record(lanes), **envs.source_record(getattr(algo.config, "env",
-                                                                           None))}
+    lanes_record = {**records.lanes_record(lanes), **envs.source_record(record.get("env"))}
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
     if pbt is not None and done_updates:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
                    for k, v in state.hparams.items()}
         if log_dir and is_main:  # steps logged past the checkpoint are taken again
-            pbt_lib.truncate_log(os.path.join(log_dir, PBT_LOG), done_updates)
+            pbt_lib.truncate_log(os.path.join(log_dir, records.PBT_LOG), done_updates)
     if log_dir and is_main:
         with open(os.path.join(log_dir, "config.json"), "w") as f:
             json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
@@ -572,8 +554,8 @@ def train(
                     history[k] = [np.full((len(seed_list), done_updates), np.nan, v.dtype)]
                 history.setdefault(k, []).append(v)
             if log_dir and is_main:
-                _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
-                             algo.env_steps_per_update)
+                records.append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
+                                    algo.env_steps_per_update)
             done_updates += n_valid
             updates_run += n_valid
             chunk_ends.append(done_updates)
@@ -672,44 +654,13 @@ def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
                                           pbt_lib.rng_for(seeds, done_updates), cfg)
     state = pbt_lib.apply(state, source, new)
     if log_dir:
-        with open(os.path.join(log_dir, PBT_LOG), "a") as f:
+        with open(os.path.join(log_dir, records.PBT_LOG), "a") as f:
             f.write(json.dumps({"update": done_updates, "source": source.tolist(),
                                 "score": [None if not np.isfinite(x) else float(x)
                                           for x in score],
                                 "hparams": hyper.to_record(new)})
                     + "\n")
     return state, new
-
-
-def _lanes_record(lanes: dict[str, np.ndarray]) -> dict:
-    """``{"hparams": {name: [S] floats}}`` for a run's records ({} without a sweep)."""
-    return {"hparams": hyper.to_record(lanes)} if lanes else {}
-
-
-def _resumed_lanes(path: str, meta: dict, lanes: dict[str, np.ndarray], given: bool
-                   ) -> dict[str, np.ndarray]:
-    """The swept values of the run saved at ``path``: its own, which ``lanes`` (the
-    values this call asks for, when ``given``) must equal."""
-    saved = hyper.from_record(meta.get("hparams"))
-    if given and (saved.keys() != lanes.keys()
-                  or any(not np.array_equal(saved[k], lanes[k]) for k in saved)):
-        raise ValueError(f"{path} was trained with hparams {hyper.to_record(saved)}, this "
-                         f"run asks for {hyper.to_record(lanes)}: resume with the run's values (or "
-                         "leave hparams out to take them), or give a new log dir")
-    return saved or lanes
-
-
-# Config fields that may differ between a run and its resumption: the data axis's name,
-# which follows the device layout (a run can resume on another one: `_relayout`).
-RESUMABLE_CHANGES = frozenset({"axis_name"})
-
-
-def config_record(algo: Algorithm) -> dict:
-    """The algorithm's config class and fields as JSON values (tuples become lists)."""
-    cfg = algo.config
-    fields = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
-    record = {"config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}", **fields}
-    return json.loads(json.dumps(_jsonable(record)))
 
 
 def _layout(data_shards: int | None) -> str:
@@ -744,85 +695,4 @@ def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys:
     def warn(message: str) -> None:
         warnings.warn(f"{what}: {message}", stacklevel=5)  # at the caller of train
 
-    return runs.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
-
-
-def _absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
-    """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
-    JSON value like ``config_record``'s, and the names in the config's
-    ``LEGACY_VALUES`` (see :func:`jaxrl_par.runner.runs.legacy_values`)."""
-    from jaxrl_par.runner import runs
-
-    cfg = algo.config
-    if not dataclasses.is_dataclass(cfg):
-        return {}, frozenset()
-    fields = {f.name: f.default for f in dataclasses.fields(cfg)
-              if f.default is not dataclasses.MISSING}
-    return json.loads(json.dumps(_jsonable(fields))), frozenset(runs.legacy_values(type(cfg)))
-
-
-def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
-                     absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
-    """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared).
-
-    A field that the saved record lacks (one added to the config class since) counts as
-    unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
-    config's ``LEGACY_VALUES`` (``absent[1]``) is not compared: its default may behave as
-    the older version did or not (PPO's ``normalize_rewards="auto"`` is off for discrete
-    actions, on for continuous), and a value that does not shows as a state of another
-    structure when the checkpoint is read, an error that names the setting.
-    """
-    defaults, legacy = absent
-    missing = object()
-    if meta.get("seeds") != seeds:
-        raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
-                         "resume with the same seeds, or give a new log dir")
-    saved = meta.get("config")
-    if saved is None:
-        return
-    changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
-               for k in sorted(set(saved) | set(record))
-               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
-               and not (k not in saved and (k in legacy
-                                            or record.get(k) == defaults.get(k, missing)))]
-    if changed:
-        config_json = os.path.join(os.path.dirname(path), "config.json")
-        raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
-                         f"resume with the run's settings ({config_json}; the CLI takes "
-                         f"them as --config {config_json}), or give a new log dir")
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (int, float, str, bool)) or x is None:
-        return x
-    return repr(x)
-
-
-def _append_rows(path, rows, first_update, steps_per_update):
-    names = sorted(rows)
-    with open(path, "a") as f:
-        for u in range(next(iter(rows.values())).shape[1]):
-            rec = {"update": first_update + u + 1,
-                   "env_steps": (first_update + u + 1) * steps_per_update}
-            for k in names:
-                rec[k] = [None if not np.isfinite(x) else float(x) for x in rows[k][:, u]]
-            f.write(json.dumps(rec) + "\n")
-
-
-def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.ndarray]]:
-    """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays
-    and, with ``rewrite``, drops the rows written after the checkpoint."""
-    from jaxrl_par.runner import runs
-
-    if not os.path.exists(path):
-        return {}
-    rows = runs.metrics_rows(path, n_updates)
-    if rewrite:
-        with open(path, "w") as f:  # drop rows written after the checkpoint
-            f.writelines(line for line, _ in rows)
-    return {k: [v] for k, v in runs.metrics_columns(rows).items()}
+    return layouts.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
