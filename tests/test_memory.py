@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxrl_par.algos import dqn
-from jaxrl_par.runner import memory
+from jaxrl_par.runner import memory, programs
 from jaxrl_par.runner import training as train_lib
 
 
@@ -97,7 +97,7 @@ def test_train_refuses_a_state_too_large_before_compiling(monkeypatch):
     def no_build(*args, **kwargs):
         raise AssertionError("compiled or allocated before the memory check")
 
-    monkeypatch.setattr(train_lib, "_build", no_build)
+    monkeypatch.setattr(programs, "_build", no_build)
     algo = dqn.make(dqn.Config(env="Breakout-MinAtar", buffer_size=10**8))
     with pytest.raises(ValueError, match=r"the state of 4 seed\(s\) needs 305\.5 GB .*"
                        r"\.buffer\.words \[4, 100000000, 205\] uint32 .*buffer_size"):

@@ -25,6 +25,7 @@ from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.runner import checkpoint, memory
 from jaxrl_par.runner.layouts import one_device_leaf
 from jaxrl_par.runner.precision import float32
+from jaxrl_par.runner.programs import seed_keys
 from jaxrl_par.runner.records import (
     CHECKPOINT,
     METRICS,
@@ -149,8 +150,6 @@ def load_run(log_dir: str) -> LoadedRun:
       ValueError: the checkpoint has no config record (written before checkpoints kept
         one), or its arrays do not fit the algorithm the record describes.
     """
-    from jaxrl_par.runner.training import seed_keys
-
     path = os.path.join(log_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist: give the log dir of a run trained "

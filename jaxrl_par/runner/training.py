@@ -29,59 +29,16 @@ import numpy as np
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, scan_updates
+from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import checkpoint, interrupt, layouts, lockfile, lru, memory, records
+from jaxrl_par.runner import checkpoint, interrupt, layouts, lockfile, programs, records
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.precision import float32
+from jaxrl_par.runner.programs import choose_chunk, make_chunk_fn, seed_keys
 from jaxrl_par.runner.records import CHECKPOINT, METRICS, config_record
 
-# Compiled init and chunk programs of recent runs, in an LRU cache of _MAX_COMPILED entries
-# keyed by the algorithm's functions themselves (so an id is never reused for another
-# one), the chunk size, the abstract shapes and shardings of the arguments, and the jax
-# settings read at compile time: training the same Algorithm again (other seeds, a resumed
-# run, a notebook cell run twice) compiles nothing. A new Algorithm object is traced and
-# compiled again; jax's persistent compilation cache (see jaxrl_par.cli) makes that cheap.
-_MAX_COMPILED = 8
-_compiled = lru.LRU(_MAX_COMPILED)
-# The vmapped init traced (not lowered), keyed as `_compiled`: the memory check reads the
-# state's shapes from it and the compile lowers it, so init is traced once per run.
-_traced = lru.LRU(_MAX_COMPILED)
-
-
-# jax settings read when a program is compiled rather than traced: a program compiled under
-# one (e.g. `jax_disable_most_optimizations`) is not reused under another.
-_COMPILE_SETTINGS = ("jax_disable_most_optimizations", "jax_optimization_level",
-                     "jax_memory_fitting_level", "jax_exec_time_optimization_effort",
-                     "jax_memory_fitting_effort")
-
-
-def _compile_settings() -> tuple:
-    return tuple(jax.config.values.get(name) for name in _COMPILE_SETTINGS)
-
-
-def _compile_once(key: tuple, lower: Callable[..., Any], *args):
-    """The compiled program for ``key`` under the current compile settings, from the
-    cache or ``lower(*args).compile()``."""
-    key = (*key, _compile_settings())
-    return _compiled.get(key, lambda: lower(*args).compile())
-
-
-def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
-    """``jax.jit(jax.vmap(algo.init))`` traced for ``keys`` (with ``sharded``, its mesh
-    twin :meth:`~jaxrl_par.parallel.Sharded.trace_init`): ``.out_info`` is the state's
-    shapes, ``.lower()`` its program."""
-    if sharded:
-        return _traced.get(("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
-                           lambda: sharded.trace_init(keys))
-    return _traced.get(("init", algo.init, _abstract(keys)),
-                       lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
-
-
-def _abstract(tree) -> tuple:
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple((x.shape, x.dtype, x.sharding) for x in leaves)
-
+__all__ = ["CHECKPOINT", "METRICS", "TrainResult", "choose_chunk", "config_record",
+           "make_chunk_fn", "seed_keys", "train"]
 
 @dataclasses.dataclass
 class TrainResult:
@@ -168,53 +125,6 @@ class TrainResult:
         return np.where(count > 0, total / np.maximum(count, 1), self.returns)
 
 
-def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[int]]:
-    """``[S]`` PRNG keys from a seed, a list of seeds, or a ``[S]`` key array."""
-    if isinstance(seeds, jax.Array) and jnp.issubdtype(seeds.dtype, jax.dtypes.prng_key):
-        keys = seeds.reshape(-1)
-        return keys, list(range(keys.shape[0]))
-    if isinstance(seeds, (int, np.integer)):
-        seeds = [int(seeds)]
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("no seeds given: pass a seed (0), a list of seeds ([0, 1, 2]) "
-                         "or [S] PRNG keys")
-    return jnp.stack([jax.random.key(s) for s in seeds]), seeds
-
-
-def choose_chunk(num_updates: int, num_chunks: int) -> int:
-    """Updates per chunk: a divisor of ``num_updates`` close to ``num_updates/num_chunks``
-    if there is one (no masked updates), else the ceiling.
-
-    The largest divisor from half the target up to it (so up to twice the chunks asked
-    for); failing that, the smallest up to 1.5x the target (at least two thirds of them).
-    A chunk that divides the run needs no ``lax.cond`` to skip updates past its end: the
-    CLI's default PPO run (976 updates, 20 chunks asked for) takes 16 chunks of 61
-    instead of chunks of 49, and its chunk program compiled 0.1-0.2 s faster.
-    """
-    target = max(1, math.ceil(num_updates / max(1, num_chunks)))
-    for d in range(target, max(1, target // 2) - 1, -1):
-        if num_updates % d == 0:
-            return d
-    for d in range(target + 1, min(num_updates, (3 * target) // 2) + 1):
-        if num_updates % d == 0:
-            return d
-    return target
-
-
-def make_chunk_fn(algo: Algorithm, chunk_updates: int, example_state=None) -> Callable:
-    """``chunk(states [S, ...], start) -> (states, metrics [S, chunk_updates])``.
-
-    Runs updates ``start .. start + chunk_updates - 1`` of every seed; updates at or past
-    ``algo.num_updates`` are skipped and their metrics are zeros, which the host drops
-    (see :func:`jaxrl_par.algos.base.scan_updates`). ``example_state`` is unused here; it
-    keeps the signature of the ``chunk_fn_factory`` hook.
-    """
-    del example_state
-    run = scan_updates(algo, chunk_updates)
-    return jax.jit(jax.vmap(run, in_axes=(0, None)), donate_argnums=0)
-
-
 def _to_host_rows(metrics: dict[str, jax.Array], n_valid: int) -> dict[str, np.ndarray]:
     return {k: np.asarray(v)[:, :n_valid] for k, v in metrics.items()}
 
@@ -228,33 +138,6 @@ def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
                 f"{seed}); training stopped. Lower the learning rate, clip gradients harder "
                 "(max_grad_norm) or normalise observations (normalize_obs=true)."
             )
-
-
-def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
-           chunk_updates: int, pipeline=None) -> tuple[Any, Any]:
-    """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
-    compiled chunk, from the program caches where they hold them (``pipeline``, a runtime:
-    :class:`~jaxrl_par.parallel.actor_learner.ActorLearner` or
-    :class:`~jaxrl_par.parallel.async_workers.AsyncWorkers`, compiles its own)."""
-    if sharded:
-        data = jax.random.key_data(keys)
-        state = _traced_init(algo, keys, sharded).lower().compile()(data)
-        args = (state, jnp.int32(0))
-        compiled = factory(algo, chunk_updates, None).lower(*args).compile()
-        return jax.block_until_ready(state), compiled
-    init = _compile_once(("init", algo.init, _abstract(keys)),
-                         lambda k: _traced_init(algo, k).lower(), keys)
-    state = init(keys)
-    if pipeline:
-        state = jax.device_put(state, pipeline.learner_device)
-        compiled = pipeline.compile(state, chunk_updates)
-    else:
-        compiled = _compile_once(
-            ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
-             algo.warmup_updates, algo.warmup_update, _abstract(state)),
-            lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-            .lower(*args), state, jnp.int32(0))
-    return jax.block_until_ready(state), compiled
 
 
 def _one_run_per_log_dir(train_fn):
@@ -432,7 +315,7 @@ def train(
         mesh = parallel.make_mesh(devices, pop or 1)
         parallel.check_algorithm(algo, mesh, len(seed_list), trace=False)
         sharded = parallel.Sharded(algo, mesh)
-        _traced_init(algo, keys, sharded)  # raises before compiling, e.g. num_envs % devices
+        programs.trace_init(algo, keys, sharded)  # raises before compiling, e.g. num_envs % devices
         factory = sharded.chunk_fn_factory
     # The state's layout: [S, ...] on the plain runner, [S, D, ...] on a mesh of D data shards.
     data_shards = int(sharded.mesh.shape[axes.DATA]) if sharded else None
@@ -462,27 +345,13 @@ def train(
         if show:
             print(f"jaxrl_par: the run in {log_dir} already finished its {num_updates} "
                   "updates; nothing left to train", file=sys.stderr)
-        state, compiled, compile_seconds = _traced_init(algo, keys, sharded).out_info, None, 0.0
+        state, compiled, compile_seconds = programs.trace_init(algo, keys, sharded).out_info, \
+            None, 0.0
     else:
-        state_size = ""
-        if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
-            abstract = _traced_init(algo, keys, sharded).out_info
-            memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
-                              else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
-            state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
-        if show:  # the first run of a program compiles for seconds before the bar moves
-            print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
-                  f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr,
-                  flush=True)
-        t0 = time.perf_counter()
-        try:
-            state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
-            if lanes and not resuming:
-                state = hyper.write(state, lanes)
-        finally:  # the line ends, and the time shows, also when compiling fails
-            compile_seconds = time.perf_counter() - t0
-            if show:
-                print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
+        runtime = programs.Runtime(factory=factory, sharded=sharded, pipeline=pipeline)
+        state, compiled, compile_seconds = programs.build(
+            algo, keys, runtime, chunk_updates, lanes=None if resuming else lanes,
+            check_memory=check_memory, say=show)
         interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
 
     done_updates = 0
