@@ -85,7 +85,9 @@ def test_check_fits_per_accelerator_and_per_host():
         memory.check_fits(STATE, [_Device("gpu", 1_000_000, i) for i in range(2)], free=free)
     # CPU devices share the host's memory: two of them need the whole state there
     cpus = [_Device("cpu", 2_000_000, i) for i in range(2)]
-    free = lambda d: d.free_bytes  # memory.free_bytes would read this host's
+    def free(d):  # memory.free_bytes would read this host's
+        return d.free_bytes
+
     with pytest.raises(ValueError, match=r"needs 3\.1 MB on 2 CPU device\(s\)") as e:
         memory.check_fits(STATE, cpus, free=free)
     assert "--devices" not in str(e.value)  # more CPU devices would not help
