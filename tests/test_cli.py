@@ -75,8 +75,10 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert (run.name, run.seeds, run.updates_done, run.data_shards) == (
         "ppo", [0, 1], 20480 // (8 * 32), 1)
     assert run.algo.config == cfg  # hidden_sizes back as a tuple, every field equal
-    same = lambda a, b: np.testing.assert_array_equal(
-        *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
+    def same(a, b):
+        np.testing.assert_array_equal(
+            *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
+
     jax.tree.map(same, run.state, state)
     assert main(["eval", str(log), "--eval-envs", "4", "--json", "--no-compile-cache"]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -129,7 +131,7 @@ def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
     checkpoint.save(str(tmp_path / "checkpoint.npz"), state,
                     {"updates_done": 1, "seeds": [0, 1], "config": config_record(algo)})
     run = load_run(str(tmp_path))
-    for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state)):
+    for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state), strict=True):
         assert a.dtype == b.dtype
         if checkpoint.is_key(a):
             a, b = jax.random.key_data(a), jax.random.key_data(b)
@@ -164,13 +166,16 @@ def test_cli_list(capsys, monkeypatch):
     assert main(["list", "--details"]) == 0
     out = capsys.readouterr().out.split("environments:")[1].splitlines()[1:]
     lines = {line.split()[0]: line for line in out}
-    assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; a2c, a3c, apex, dqn, gorila, impala, ppo")
-    assert lines["Pendulum-v1"].endswith("continuous, 1-d actions; obs (3,) float32; a2c, a3c, impala, ppo, sac")
+    assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; "
+                                         "a2c, a3c, apex, dqn, gorila, impala, ppo")
+    assert lines["Pendulum-v1"].endswith("continuous, 1-d actions; obs (3,) float32; "
+                                         "a2c, a3c, impala, ppo, sac")
     assert "(not built here: OSError: no network)" in lines["MNISTBandit-bsuite"]
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["train", "ppo", "--set", "num_envz=3"], "unknown config field 'num_envz'; valid fields: env="),
+    (["train", "ppo", "--set", "num_envz=3"],
+     "unknown config field 'num_envz'; valid fields: env="),
     (["train", "ppo", "--set", "num_envs=abc"], "bad value for num_envs"),
     (["train", "ppo", "--set", "num_minibatches=5"], "num_minibatches=5 does not divide"),
     (["train", "ppo", "--env", "Cartpole"], "closest known ids: CartPole-v1"),
@@ -217,7 +222,10 @@ def test_cli_config_file_then_flags_on_top(tmp_path):
     # Seeds: the run's own unless --seed or --seeds is given (a plain file has none).
     from jaxrl_par.cli import _parser, _seeds
     written.write_text(json.dumps({"config": train_mod.config_record(algo), "seeds": [3, 4]}))
-    seeds = lambda *flags: _seeds(_parser().parse_args(["train", "ppo", *flags]))
+
+    def seeds(*flags):
+        return _seeds(_parser().parse_args(["train", "ppo", *flags]))
+
     assert seeds("--config", str(written)) == [3, 4]
     assert seeds("--config", str(written), "--seed", "7") == [7]
     assert seeds("--config", str(written), "--seeds", "2") == [0, 1]
@@ -318,7 +326,8 @@ def test_cli_reports_an_interrupted_run(monkeypatch, capsys, signum, code):
                            compile_seconds=1.0, train_seconds=1.0, steps_per_second=1.0,
                            interrupted=True, stop_signal=signum)
 
-    monkeypatch.setattr("jaxrl_par.runner.training.train", interrupted_train)  # cmd_train imports it
+    # cmd_train imports it
+    monkeypatch.setattr("jaxrl_par.runner.training.train", interrupted_train)
     assert main(["train", "ppo", "--json", "--log-dir", "runs/x", "--no-compile-cache"]) == code
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
@@ -401,7 +410,7 @@ def test_cli_reports_a_resumed_run_that_had_already_finished(monkeypatch, capsys
 
 
 def test_mesh_leaves_to_one_device_and_back():
-    from jaxrl_par.runner.runs import mesh_leaf, one_device_leaf
+    from jaxrl_par.runner.layouts import mesh_leaf, one_device_leaf
 
     rng = np.random.default_rng(0)
     params = rng.normal(size=(3, 5))  # [S, ...], replicated over 2 shards

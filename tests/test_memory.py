@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxrl_par.algos import dqn
-from jaxrl_par.runner import memory
+from jaxrl_par.runner import memory, programs
 from jaxrl_par.runner import training as train_lib
 
 
@@ -85,7 +85,9 @@ def test_check_fits_per_accelerator_and_per_host():
         memory.check_fits(STATE, [_Device("gpu", 1_000_000, i) for i in range(2)], free=free)
     # CPU devices share the host's memory: two of them need the whole state there
     cpus = [_Device("cpu", 2_000_000, i) for i in range(2)]
-    free = lambda d: d.free_bytes  # memory.free_bytes would read this host's
+    def free(d):  # memory.free_bytes would read this host's
+        return d.free_bytes
+
     with pytest.raises(ValueError, match=r"needs 3\.1 MB on 2 CPU device\(s\)") as e:
         memory.check_fits(STATE, cpus, free=free)
     assert "--devices" not in str(e.value)  # more CPU devices would not help
@@ -97,7 +99,7 @@ def test_train_refuses_a_state_too_large_before_compiling(monkeypatch):
     def no_build(*args, **kwargs):
         raise AssertionError("compiled or allocated before the memory check")
 
-    monkeypatch.setattr(train_lib, "_build", no_build)
+    monkeypatch.setattr(programs, "_build", no_build)
     algo = dqn.make(dqn.Config(env="Breakout-MinAtar", buffer_size=10**8))
     with pytest.raises(ValueError, match=r"the state of 4 seed\(s\) needs 305\.5 GB .*"
                        r"\.buffer\.words \[4, 100000000, 205\] uint32 .*buffer_size"):

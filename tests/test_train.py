@@ -14,8 +14,7 @@ from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
 from jaxrl_par.algos import ppo
-from jaxrl_par.runner import checkpoint, interrupt, memory
-from jaxrl_par.runner import training as train_mod
+from jaxrl_par.runner import checkpoint, interrupt, memory, records
 from jaxrl_par.runner.lockfile import LogDirLock
 from jaxrl_par.runner.training import choose_chunk, make_chunk_fn, train
 
@@ -398,18 +397,18 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
     """A checkpoint written before a config field existed resumes while the run leaves
     that field at its default; set to anything else, the field counts as changed."""
     algo = ppo.make(ppo.Config(total_timesteps=4 * 128 * 2))
-    record = train_mod.config_record(algo)
-    absent = train_mod._absent_field_values(algo)
+    record = records.config_record(algo)
+    absent = records.absent_field_values(algo)
     assert record["gae_method"] == absent[0]["gae_method"] == "auto"
     old = {k: v for k, v in record.items() if k != "gae_method"}  # written before the field
     meta = {"seeds": [0], "config": old}
-    train_mod._check_resumable("ckpt", meta, [0], record, absent)
-    other = train_mod.config_record(
+    records.check_resumable("ckpt", meta, [0], record, absent)
+    other = records.config_record(
         ppo.make(ppo.Config(total_timesteps=4 * 128 * 2, gae_method="scan")))
     with pytest.raises(ValueError, match=r"gae_method=None there, 'scan' now"):
-        train_mod._check_resumable("ckpt", meta, [0], other, absent)
+        records.check_resumable("ckpt", meta, [0], other, absent)
     with pytest.raises(ValueError, match=r"gae_method='auto' there, 'scan' now"):
-        train_mod._check_resumable("ckpt", {"seeds": [0], "config": record}, [0], other,
+        records.check_resumable("ckpt", {"seeds": [0], "config": record}, [0], other,
                                    absent)
 
 

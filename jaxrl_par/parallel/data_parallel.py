@@ -100,7 +100,7 @@ def make_init(algo: Algorithm, mesh: Mesh, key_impl: str | None = None) -> Calla
 def make_chunk_fn(algo: Algorithm, mesh: Mesh, chunk_updates: int, example_state) -> Callable:
     """``chunk(state [S, D, ...], start) -> (state, metrics [S, chunk_updates])``.
 
-    The sharded twin of :func:`jaxrl_par.runner.training.make_chunk_fn`, on the same
+    The sharded twin of :func:`jaxrl_par.runner.programs.make_chunk_fn`, on the same
     :func:`jaxrl_par.algos.base.scan_updates`: runs updates ``start .. start +
     chunk_updates - 1`` (those at or past ``algo.num_updates`` are skipped, their metrics
     zero). Metrics are read from data shard 0 (the algorithm

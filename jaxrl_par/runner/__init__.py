@@ -1,2 +1,11 @@
 """The runner: builds an algorithm's programs, drives the chunk loop, and the process
-plumbing around it (checkpoints, run directories, evaluation, sweeps, comparisons)."""
+plumbing around it (checkpoints, run directories, evaluation, sweeps, comparisons).
+
+* :mod:`~jaxrl_par.runner.training`: ``train()`` and ``TrainResult``.
+* :mod:`~jaxrl_par.runner.programs`: the builder (initial states, compiled chunks).
+* :mod:`~jaxrl_par.runner.loop`: the chunk loop; :mod:`~jaxrl_par.runner.listeners`: what
+  runs after every chunk (progress, logs, checkpoints, evaluation, PBT, callbacks).
+* :mod:`~jaxrl_par.runner.records`, :mod:`~jaxrl_par.runner.resume`,
+  :mod:`~jaxrl_par.runner.layouts`, :mod:`~jaxrl_par.runner.runs`: a run directory's
+  files, continuing a run, device layouts, reading a finished run.
+"""

@@ -417,7 +417,8 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
     later entry runs.
     """
     from jaxrl_par.runner.evaluation import greedy_returns
-    from jaxrl_par.runner.training import config_record, train
+    from jaxrl_par.runner.records import config_record
+    from jaxrl_par.runner.training import train
 
     entries = [Entry.parse(e) if isinstance(e, str) else e for e in entries]
     if not entries:
@@ -447,12 +448,12 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
                              else f"{e.name}: {message}") from None
     records = [config_record(algo) for algo in made]
     earlier = {d["entry"]: d for d in done if not d.get("interrupted")}
-    for entry, record in zip(entries, records):
+    for entry, record in zip(entries, records, strict=True):
         if entry.name in earlier:
             _check_same(earlier[entry.name], env_id, list(seeds), record)
     check_devices([e for e in entries if e.name not in earlier])
     rows: list[Row] = []
-    for i, (entry, algo, record) in enumerate(zip(entries, made, records)):
+    for i, (entry, algo, record) in enumerate(zip(entries, made, records, strict=True)):
         interrupt.raise_pending()  # a stop Python lost since the last entry's compile
         if entry.name in earlier:
             row = Row.from_record(earlier[entry.name])
@@ -498,7 +499,7 @@ def compare(entries: Sequence[Entry | str], env_id: str, seeds: Sequence[int] = 
             return rows
     runtime_kw = {e.name: _runtime_kwargs(e) for e in entries}
     for r in range(1, repeats):  # the speed again, entries alternating
-        for entry, algo, row in zip(entries, made, rows):
+        for entry, algo, row in zip(entries, made, rows, strict=True):
             interrupt.raise_pending()
             if row.reused:
                 continue
@@ -586,7 +587,7 @@ def plot(rows: Sequence[Row], path: str, target: float | None = None) -> None:
     fig, (ax_steps, ax_secs) = plt.subplots(1, 2, figsize=(12, 4.5))
     # A colour per entry (tab20 past 10), a line style per runtime.
     palette = plt.get_cmap("tab10" if len(rows) <= 10 else "tab20").colors
-    styles = dict(zip(RUNTIMES, ["-", "--", ":", "-."]))
+    styles = dict(zip(RUNTIMES, ["-", "--", ":", "-."], strict=True))
     for i, r in enumerate(rows):
         ret = np.array([np.nan if x is None else x for x in r.curve["return"]])
         secs = np.array([np.nan if x is None else x for x in r.curve["seconds"]])

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import os
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -25,7 +23,16 @@ from jaxrl_par import algos, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.runner import checkpoint, memory
+from jaxrl_par.runner.layouts import one_device_leaf
 from jaxrl_par.runner.precision import float32
+from jaxrl_par.runner.programs import seed_keys
+from jaxrl_par.runner.records import (
+    CHECKPOINT,
+    METRICS,
+    legacy_values,
+    metrics_columns,
+    metrics_rows,
+)
 
 
 class LoadedRun(NamedTuple):
@@ -50,12 +57,6 @@ class LoadedRun(NamedTuple):
     hparams: dict = {}  # noqa: RUF012 (a NamedTuple default, never mutated)
 
 
-def legacy_values(cls) -> dict:
-    """``cls.LEGACY_VALUES``: for config fields added after runs were first recorded, the
-    value that reproduces a run whose record lacks the field ({} if none)."""
-    return dict(getattr(cls, "LEGACY_VALUES", {}))
-
-
 def config_class(record: dict) -> tuple[str, type]:
     """``(algorithm name, Config class)`` that a config record names in its
     ``config_class`` field.
@@ -77,8 +78,9 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
 
     Lists become tuples where the field's default is a tuple (JSON has no tuples);
     ``axis_name`` is set to ``None`` (the state is rebuilt for one device). A field the
-    record lacks takes its :func:`legacy_values` entry (how the version that wrote the
-    run behaved) if it has one and ``legacy`` is set (a recorded run), else its default.
+    record lacks takes its :func:`~jaxrl_par.runner.records.legacy_values` entry (how the
+    version that wrote the run behaved) if it has one and ``legacy`` is set (a recorded
+    run), else its default.
 
     Raises:
       ValueError: the record names no known algorithm, or fields its Config lacks.
@@ -101,38 +103,6 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     return name, cls(**values)
 
 
-def metrics_rows(path: str, n_updates: int | None = None) -> list[tuple[str, dict]]:
-    """``(line, record)`` of each row of a ``metrics.jsonl`` (one row per update, every
-    seed's value in a list), up to update ``n_updates`` (all if None). It stops at a line
-    cut short (a process killed while writing it: rows are appended before the checkpoint
-    is saved, so such a line is past the checkpoint's updates)."""
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            if n_updates is not None and rec["update"] > n_updates:
-                break
-            rows.append((line, rec))
-    return rows
-
-
-def metrics_columns(rows: list[tuple[str, dict]]) -> dict[str, np.ndarray]:
-    """``{metric: [S, U] float32}`` from :func:`metrics_rows` (NaN where a row has null,
-    e.g. no episode finished in that update)."""
-    names = list(dict.fromkeys(k for _, rec in rows for k in rec
-                               if k not in ("update", "env_steps")))
-    lanes = max((len(rec[k]) for _, rec in rows for k in names if k in rec), default=0)
-    # A metric some rows lack (one that began on a resume, e.g. greedy_return) is NaN there.
-    return {k: np.asarray([[np.nan if x is None else x for x in rec[k]] if k in rec
-                           else [np.nan] * lanes for _, rec in rows], np.float32).T
-            for k in names}
-
-
 def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``(env_steps [U], {metric: [S, U]})``: the learning curves a run logged to
     ``log_dir/metrics.jsonl`` (a CLI run's ``--log-dir`` too), e.g. to plot
@@ -142,8 +112,6 @@ def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     Raises:
       FileNotFoundError: ``log_dir`` holds no ``metrics.jsonl``.
     """
-    from jaxrl_par.runner.training import METRICS
-
     path = os.path.join(log_dir, METRICS)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist: give the log dir of a run trained "
@@ -151,48 +119,6 @@ def read_metrics(log_dir: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     rows = metrics_rows(path)
     env_steps = np.asarray([rec["env_steps"] for _, rec in rows], np.int64)
     return env_steps, metrics_columns(rows)
-
-
-def _split_axis(local: tuple[int, ...], full: tuple[int, ...], d: int) -> int | None:
-    """The axis along which a shard's ``local`` shape is ``d`` times smaller than one
-    device's ``full`` shape, all other axes equal (None if there is no such axis)."""
-    for axis, (n, m) in enumerate(zip(local, full)):
-        if n * d == m and local[:axis] + local[axis + 1:] == full[:axis] + full[axis + 1:]:
-            return axis
-    return None
-
-
-def one_device_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """One leaf of a device mesh's ``[S, D, ...]`` state as one device's ``shape``.
-
-    A leaf that is ``[S, D, *shape[1:]]`` was replicated over the data shards (parameters,
-    optimiser state, counters) or is per shard at the same size (a shard's replay buffer):
-    shard 0's copy. A leaf whose shard part is ``shape[1:]`` with one axis ``D`` times
-    smaller was split over the shards along that axis (its envs): the shards concatenated
-    along it in data order, as one device holds them. Anything else is returned unchanged
-    (the caller compares shapes).
-    """
-    if x.shape == shape or x.ndim != len(shape) + 1:
-        return x
-    d, local, full = x.shape[1], x.shape[2:], shape[1:]
-    if local == full:
-        return x[:, 0]
-    axis = _split_axis(local, full, d)
-    return x if axis is None else np.concatenate([x[:, i] for i in range(d)], axis=axis + 1)
-
-
-def mesh_leaf(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """One device's leaf ``[S, *full]`` in a mesh's layout ``shape = [S, D, *local]``, the
-    inverse of :func:`one_device_leaf`: copied to every shard where ``local == full``,
-    else split along the axis where ``local`` is ``D`` times smaller, shard ``d`` taking the
-    ``d``-th block (data order). Anything else is returned unchanged."""
-    if x.ndim != len(shape) - 1:
-        return x
-    d, local, full = shape[1], shape[2:], x.shape[1:]
-    if local == full:
-        return np.repeat(x[:, None], d, axis=1)
-    axis = _split_axis(local, full, d)
-    return x if axis is None else np.stack(np.split(x, d, axis=axis + 1), axis=1)
 
 
 def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, ...]]:
@@ -208,46 +134,22 @@ def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, .
     return [tuple(x.shape) for x in jax.eval_shape(lambda k: data(jax.vmap(algo.init)(k)), keys)]
 
 
-def relayout(one_device: list[tuple[int, ...]], saved_shards: int | None,
-             warn: Callable[[str], None] | None = None) -> Callable:
-    """A ``checkpoint.load`` reshape that reads a state saved on one layout (``saved_shards``
-    data shards, ``None`` for one device) into the template's layout, through one device's
-    shapes ``one_device``. ``warn`` hears once if a leaf held different values on the saved
-    shards (per-shard replay buffers): every new shard then starts from shard 0's copy."""
-    warned = []
-
-    def reshape(i: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        full = one_device[i]
-        if saved_shards is not None and x.ndim == len(full) + 1:
-            if (warn is not None and not warned and x.shape[1] > 1
-                    and (x.shape[0],) + x.shape[2:] == full
-                    and not all(np.array_equal(x[:, 0], x[:, j]) for j in range(x.shape[1]))):
-                warned.append(True)
-                warn("per-shard state (e.g. replay buffers) cannot be split or merged exactly: "
-                     "every shard of the new layout starts from shard 0's copy")
-            x = one_device_leaf(x, full)
-        return mesh_leaf(x, shape) if len(shape) == len(full) + 1 else x
-
-    return reshape
-
-
 @float32
 def load_run(log_dir: str) -> LoadedRun:
     """The algorithm and the checkpointed state of the run in ``log_dir``.
 
     A run trained on a device mesh (``--devices``) is read as one device's state (see
-    :func:`one_device_leaf`): for PPO that is the one-device run's state (the envs of all
-    shards, parameters from shard 0, which equal every shard's); for DQN and Ape-X, whose
-    replay is per shard, the buffer is shard 0's. Parameters and evaluation are exact;
-    resuming a mesh run goes through ``train(..., devices=D, resume=True)``.
+    :func:`~jaxrl_par.runner.layouts.one_device_leaf`): for PPO that is the one-device
+    run's state (the envs of all shards, parameters from shard 0, which equal every
+    shard's); for DQN and Ape-X, whose replay is per shard, the buffer is shard 0's.
+    Parameters and evaluation are exact; resuming a mesh run goes through
+    ``train(..., devices=D, resume=True)``.
 
     Raises:
       FileNotFoundError: ``log_dir`` holds no checkpoint.
       ValueError: the checkpoint has no config record (written before checkpoints kept
         one), or its arrays do not fit the algorithm the record describes.
     """
-    from jaxrl_par.runner.training import CHECKPOINT, seed_keys
-
     path = os.path.join(log_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist: give the log dir of a run trained "

@@ -1,89 +1,44 @@
-"""The runner: seeds x chunks of scanned updates, progress, logs, checkpoints.
+"""``train``: an algorithm's run over seeds, from its arguments to its result.
 
-It knows algorithms only through their protocol (``init``/``update``): ``jax.vmap`` over
-seeds, ``lax.scan`` over the updates of one chunk, a host loop over chunks that drives a
-progress bar, writes ``metrics.jsonl`` and a checkpoint, and checks losses for NaN.
-The chunk function is compiled once; chunked training equals one long scan, and resuming
-from the checkpoint equals never stopping. Training the same ``Algorithm`` object again
-with the same number of seeds and chunk size (other seeds, a resumed run, a notebook cell
-run twice) reuses the compiled programs of the last few runs instead of compiling again.
+``train`` checks its arguments, picks the runtime (one device's ``vmap`` over seeds, a
+device mesh, the actor-learner or the asynchronous-worker runtime), continues a run from
+its log dir (:mod:`jaxrl_par.runner.resume`), builds the compiled programs
+(:mod:`jaxrl_par.runner.programs`) and runs the chunk loop (:mod:`jaxrl_par.runner.loop`)
+with its listeners (:mod:`jaxrl_par.runner.listeners`: evaluation, metrics log, PBT,
+checkpoints, progress bar, the user's callback). It knows algorithms only through their
+protocol (:class:`~jaxrl_par.algos.base.Algorithm`). Chunked training equals one long
+scan, and resuming from the checkpoint equals never stopping; training the same
+``Algorithm`` object again reuses its compiled programs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import json
 import math
 import os
 import sys
-import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_par import axes, envs
+from jaxrl_par import envs, parallel
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, scan_updates
+from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.parallel.actor_learner import ActorLearner
+from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import checkpoint, interrupt, lockfile, lru, memory
+from jaxrl_par.runner import interrupt, listeners, lockfile, loop, programs, records
 from jaxrl_par.runner import pbt as pbt_lib
+from jaxrl_par.runner import resume as resume_lib
 from jaxrl_par.runner.precision import float32
+from jaxrl_par.runner.programs import choose_chunk, make_chunk_fn, seed_keys
+from jaxrl_par.runner.records import CHECKPOINT, METRICS, config_record
 
-CHECKPOINT = "checkpoint.npz"
-METRICS = "metrics.jsonl"
-PBT_LOG = "pbt.jsonl"
-
-# Compiled init and chunk programs of recent runs, in an LRU cache of _MAX_COMPILED entries
-# keyed by the algorithm's functions themselves (so an id is never reused for another
-# one), the chunk size, the abstract shapes and shardings of the arguments, and the jax
-# settings read at compile time: training the same Algorithm again (other seeds, a resumed
-# run, a notebook cell run twice) compiles nothing. A new Algorithm object is traced and
-# compiled again; jax's persistent compilation cache (see jaxrl_par.cli) makes that cheap.
-_MAX_COMPILED = 8
-_compiled = lru.LRU(_MAX_COMPILED)
-# The vmapped init traced (not lowered), keyed as `_compiled`: the memory check reads the
-# state's shapes from it and the compile lowers it, so init is traced once per run.
-_traced = lru.LRU(_MAX_COMPILED)
-
-
-# jax settings read when a program is compiled rather than traced: a program compiled under
-# one (e.g. `jax_disable_most_optimizations`) is not reused under another.
-_COMPILE_SETTINGS = ("jax_disable_most_optimizations", "jax_optimization_level",
-                     "jax_memory_fitting_level", "jax_exec_time_optimization_effort",
-                     "jax_memory_fitting_effort")
-
-
-def _compile_settings() -> tuple:
-    return tuple(jax.config.values.get(name) for name in _COMPILE_SETTINGS)
-
-
-def _compile_once(key: tuple, lower: Callable[..., Any], *args):
-    """The compiled program for ``key`` under the current compile settings, from the
-    cache or ``lower(*args).compile()``."""
-    key = (*key, _compile_settings())
-    return _compiled.get(key, lambda: lower(*args).compile())
-
-
-def _traced_init(algo: Algorithm, keys: jax.Array, sharded=None) -> Any:
-    """``jax.jit(jax.vmap(algo.init))`` traced for ``keys`` (with ``sharded``, its mesh
-    twin :meth:`~jaxrl_par.parallel.Sharded.trace_init`): ``.out_info`` is the state's
-    shapes, ``.lower()`` its program."""
-    if sharded:
-        return _traced.get(("sharded_init", algo.init, sharded.mesh, _abstract(keys)),
-                           lambda: sharded.trace_init(keys))
-    return _traced.get(("init", algo.init, _abstract(keys)),
-                       lambda: jax.jit(jax.vmap(algo.init)).trace(keys))
-
-
-def _abstract(tree) -> tuple:
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple((x.shape, x.dtype, x.sharding) for x in leaves)
+__all__ = ["CHECKPOINT", "METRICS", "TrainResult", "choose_chunk", "config_record",
+           "make_chunk_fn", "seed_keys", "train"]
 
 
 @dataclasses.dataclass
@@ -171,109 +126,89 @@ class TrainResult:
         return np.where(count > 0, total / np.maximum(count, 1), self.returns)
 
 
-def seed_keys(seeds: int | Sequence[int] | jax.Array) -> tuple[jax.Array, list[int]]:
-    """``[S]`` PRNG keys from a seed, a list of seeds, or a ``[S]`` key array."""
-    if isinstance(seeds, jax.Array) and jnp.issubdtype(seeds.dtype, jax.dtypes.prng_key):
-        keys = seeds.reshape(-1)
-        return keys, list(range(keys.shape[0]))
-    if isinstance(seeds, (int, np.integer)):
-        seeds = [int(seeds)]
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("no seeds given: pass a seed (0), a list of seeds ([0, 1, 2]) "
-                         "or [S] PRNG keys")
-    return jnp.stack([jax.random.key(s) for s in seeds]), seeds
+def _given(runtime_arg: Any) -> bool:
+    """Whether an ``actor_learner``/``async_workers`` argument asks for its runtime."""
+    return runtime_arg is not None and runtime_arg is not False
 
 
-def choose_chunk(num_updates: int, num_chunks: int) -> int:
-    """Updates per chunk: a divisor of ``num_updates`` close to ``num_updates/num_chunks``
-    if there is one (no masked updates), else the ceiling.
-
-    The largest divisor from half the target up to it (so up to twice the chunks asked
-    for); failing that, the smallest up to 1.5x the target (at least two thirds of them).
-    A chunk that divides the run needs no ``lax.cond`` to skip updates past its end: the
-    CLI's default PPO run (976 updates, 20 chunks asked for) takes 16 chunks of 61
-    instead of chunks of 49, and its chunk program compiled 0.1-0.2 s faster.
-    """
-    target = max(1, math.ceil(num_updates / max(1, num_chunks)))
-    for d in range(target, max(1, target // 2) - 1, -1):
-        if num_updates % d == 0:
-            return d
-    for d in range(target + 1, min(num_updates, (3 * target) // 2) + 1):
-        if num_updates % d == 0:
-            return d
-    return target
-
-
-def make_chunk_fn(algo: Algorithm, chunk_updates: int, example_state=None) -> Callable:
-    """``chunk(states [S, ...], start) -> (states, metrics [S, chunk_updates])``.
-
-    Runs updates ``start .. start + chunk_updates - 1`` of every seed; updates at or past
-    ``algo.num_updates`` are skipped and their metrics are zeros, which the host drops
-    (see :func:`jaxrl_par.algos.base.scan_updates`). ``example_state`` is unused here; it
-    keeps the signature of the ``chunk_fn_factory`` hook.
-    """
-    del example_state
-    run = scan_updates(algo, chunk_updates)
-    return jax.jit(jax.vmap(run, in_axes=(0, None)), donate_argnums=0)
+def _check_arguments(algo: Algorithm, num_chunks: int, eval_envs: int, eval_every: int, *,
+                     devices, pop, chunk_fn_factory, actor_learner, async_workers) -> None:
+    """``ValueError`` for arguments of :func:`train` that cannot run, before anything is
+    traced or compiled."""
+    if isinstance(num_chunks, bool) or not isinstance(num_chunks, (int, np.integer)) \
+            or num_chunks < 1:
+        raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
+                         "round-trips (progress, logs, checkpoints), an int >= 1")
+    for name, value, low in (("eval_envs", eval_envs, 0), ("eval_every", eval_every, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"train: {name}={value!r}; give an int >= {low}")
+    if eval_envs and algo.act is None:
+        raise ValueError("train: eval_envs needs an algorithm with act(state, obs, key) to "
+                         "evaluate with; this one has none")
+    axis_name = algo.axis_name
+    if axis_name is not None and devices is None and pop is None and chunk_fn_factory is None:
+        for runtime, given in (("async_workers", async_workers),
+                               ("actor_learner", actor_learner)):
+            if _given(given):
+                raise ValueError(
+                    f"train: {runtime} places the algorithm's parts on devices itself and "
+                    f"does not run data parallel; make it with axis_name=None (it has "
+                    f"axis_name={axis_name!r})")
+        raise ValueError(
+            f"train: the algorithm was made with axis_name={axis_name!r}, which averages "
+            "over the devices of a mesh, but no devices were given: pass devices=N "
+            "(jaxrl-par train --devices N), or make it with axis_name=None for one device")
 
 
-def _to_host_rows(metrics: dict[str, jax.Array], n_valid: int) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v)[:, :n_valid] for k, v in metrics.items()}
+def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop,
+             actor_learner, async_workers, progress: bool) -> programs.Runtime:
+    """The runtime :func:`train`'s arguments ask for: the actor-learner or the
+    asynchronous-worker runtime, a device mesh, or one device's ``vmap`` over seeds (with
+    ``chunk_fn_factory`` when given). Raises ``ValueError`` for runtimes that do not
+    combine, before anything compiles (a mesh's init is traced, which raises what the
+    algorithm cannot do on it)."""
+    if _given(actor_learner):
+        if devices is not None or pop is not None or chunk_fn_factory is not None:
+            raise ValueError("actor_learner runs on two devices of its own; it does not "
+                             "combine with devices, pop or chunk_fn_factory")
+        if jax.process_count() > 1:
+            raise ValueError("actor_learner runs within one process; with several "
+                             "(jax.distributed) train a mesh with devices=... instead")
+        pipeline = ActorLearner(algo, actor_learner)
+        if progress and not pipeline.concurrent and jax.process_index() == 0:
+            print("jaxrl_par: actor_learner has one device, so actors and learner take "
+                  "turns on it; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=2 "
+                  "before importing jax for two", file=sys.stderr)
+        if _given(async_workers):
+            raise ValueError("async_workers places its workers on devices itself; it does "
+                             "not combine with actor_learner, devices, pop or "
+                             "chunk_fn_factory")
+        return programs.Runtime(pipeline=pipeline)
+    if _given(async_workers):
+        if devices is not None or pop is not None or chunk_fn_factory is not None:
+            raise ValueError("async_workers places its workers on devices itself; it does "
+                             "not combine with actor_learner, devices, pop or "
+                             "chunk_fn_factory")
+        if jax.process_count() > 1:
+            raise ValueError("async_workers runs within one process")
+        return programs.Runtime(pipeline=async_workers if isinstance(async_workers,
+                                                                      AsyncWorkers)
+                                else AsyncWorkers(algo, async_workers))
+    if devices is not None or pop is not None:
+        if chunk_fn_factory is not None:
+            raise ValueError("give devices/pop or chunk_fn_factory, not both")
+        mesh = parallel.make_mesh(devices, pop or 1)
+        parallel.check_algorithm(algo, mesh, keys.shape[0], trace=False)
+        sharded = parallel.Sharded(algo, mesh)
+        programs.trace_init(algo, keys, sharded)  # raises before compiling, e.g. num_envs % devices
+        return programs.Runtime(factory=sharded.chunk_fn_factory, sharded=sharded)
+    return programs.Runtime(factory=chunk_fn_factory or make_chunk_fn)
 
 
-def _check_finite(metrics: dict[str, np.ndarray], first_update: int) -> None:
-    for name, values in metrics.items():
-        if "loss" in name and not np.all(np.isfinite(values)):
-            seed, u = np.argwhere(~np.isfinite(values))[0]
-            raise FloatingPointError(
-                f"{name} became {values[seed, u]} at update {first_update + u} (seed index "
-                f"{seed}); training stopped. Lower the learning rate, clip gradients harder "
-                "(max_grad_norm) or normalise observations (normalize_obs=true)."
-            )
-
-
-def _build(algo: Algorithm, keys: jax.Array, factory: Callable, sharded,
-           chunk_updates: int, pipeline=None) -> tuple[Any, Any]:
-    """The initial states ``[S, ...]`` (placed on the mesh when ``sharded``) and the
-    compiled chunk, from the program caches where they hold them (``pipeline``, a runtime:
-    :class:`~jaxrl_par.parallel.actor_learner.ActorLearner` or
-    :class:`~jaxrl_par.parallel.async_workers.AsyncWorkers`, compiles its own)."""
-    if sharded:
-        data = jax.random.key_data(keys)
-        state = _traced_init(algo, keys, sharded).lower().compile()(data)
-        args = (state, jnp.int32(0))
-        compiled = factory(algo, chunk_updates, None).lower(*args).compile()
-        return jax.block_until_ready(state), compiled
-    init = _compile_once(("init", algo.init, _abstract(keys)),
-                         lambda k: _traced_init(algo, k).lower(), keys)
-    state = init(keys)
-    if pipeline:
-        state = jax.device_put(state, pipeline.learner_device)
-        compiled = pipeline.compile(state, chunk_updates)
-    else:
-        compiled = _compile_once(
-            ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
-             algo.warmup_updates, algo.warmup_update, _abstract(state)),
-            lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-            .lower(*args), state, jnp.int32(0))
-    return jax.block_until_ready(state), compiled
-
-
-def _check_log_dir(log_dir: str | None, resume: bool) -> None:
-    """Before compiling: ``resume`` needs a log dir, and a log dir that holds a run (a
-    checkpoint or logged updates) is only continued, never overwritten by a fresh one."""
-    if resume and not log_dir:
-        raise ValueError("resume=True needs the log_dir of the run to continue "
-                         "(--resume with --log-dir DIR)")
-    if not log_dir or resume:
-        return
-    metrics = os.path.join(log_dir, METRICS)
-    if (os.path.exists(os.path.join(log_dir, CHECKPOINT))
-            or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
-        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINT}, {METRICS}); "
-                         "continue it with resume=True (--resume), or give another log dir "
-                         "(or delete this one) to start anew")
+def _one_device(state: Any) -> Any:
+    """A mesh's ``[S, D, ...]`` state gathered to the host (every process takes part) as
+    one device's ``[S, ...]``."""
+    return parallel.unreplicate(parallel.to_host(state))
 
 
 def _one_run_per_log_dir(train_fn):
@@ -386,24 +321,9 @@ def train(
     Returns:
       A :class:`TrainResult`.
     """
-    if isinstance(num_chunks, bool) or not isinstance(num_chunks, (int, np.integer)) \
-            or num_chunks < 1:
-        raise ValueError(f"train: num_chunks={num_chunks!r}; give the number of host "
-                         "round-trips (progress, logs, checkpoints), an int >= 1")
-    _check_eval(algo, eval_envs, eval_every)
-    axis_name = algo.axis_name
-    if axis_name is not None and devices is None and pop is None and chunk_fn_factory is None:
-        for runtime, given in (("async_workers", async_workers),
-                               ("actor_learner", actor_learner)):
-            if given is not None and given is not False:
-                raise ValueError(
-                    f"train: {runtime} places the algorithm's parts on devices itself and "
-                    f"does not run data parallel; make it with axis_name=None (it has "
-                    f"axis_name={axis_name!r})")
-        raise ValueError(
-            f"train: the algorithm was made with axis_name={axis_name!r}, which averages "
-            "over the devices of a mesh, but no devices were given: pass devices=N "
-            "(jaxrl-par train --devices N), or make it with axis_name=None for one device")
+    _check_arguments(algo, num_chunks, eval_envs, eval_every, devices=devices, pop=pop,
+                     chunk_fn_factory=chunk_fn_factory, actor_learner=actor_learner,
+                     async_workers=async_workers)
     keys, seed_list = seed_keys(seeds)
     lanes = hyper.lane_values(algo.config, algo.hyperparams, hparams, len(seed_list))
     num_updates = algo.num_updates
@@ -414,415 +334,108 @@ def train(
             raise ValueError("pbt runs within one process (its steps are host decisions); "
                              "train it on the devices of one host")
         chunk_updates = pbt.interval
-    factory = chunk_fn_factory or make_chunk_fn
-    sharded = None
-    pipeline = None
-    if actor_learner is not None and actor_learner is not False:
-        from jaxrl_par.parallel.actor_learner import ActorLearner
-
-        if devices is not None or pop is not None or chunk_fn_factory is not None:
-            raise ValueError("actor_learner runs on two devices of its own; it does not "
-                             "combine with devices, pop or chunk_fn_factory")
-        if jax.process_count() > 1:
-            raise ValueError("actor_learner runs within one process; with several "
-                             "(jax.distributed) train a mesh with devices=... instead")
-        pipeline = ActorLearner(algo, actor_learner)
-        if progress and not pipeline.concurrent and jax.process_index() == 0:
-            print("jaxrl_par: actor_learner has one device, so actors and learner take "
-                  "turns on it; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=2 "
-                  "before importing jax for two", file=sys.stderr)
-    if async_workers is not None and async_workers is not False:
-        from jaxrl_par.parallel.async_workers import AsyncWorkers
-
-        if pipeline is not None or devices is not None or pop is not None \
-                or chunk_fn_factory is not None:
-            raise ValueError("async_workers places its workers on devices itself; it does "
-                             "not combine with actor_learner, devices, pop or "
-                             "chunk_fn_factory")
-        if jax.process_count() > 1:
-            raise ValueError("async_workers runs within one process")
-        pipeline = (async_workers if isinstance(async_workers, AsyncWorkers)
-                    else AsyncWorkers(algo, async_workers))
-    if devices is not None or pop is not None:
-        from jaxrl_par import parallel
-
-        if chunk_fn_factory is not None:
-            raise ValueError("give devices/pop or chunk_fn_factory, not both")
-        mesh = parallel.make_mesh(devices, pop or 1)
-        parallel.check_algorithm(algo, mesh, len(seed_list), trace=False)
-        sharded = parallel.Sharded(algo, mesh)
-        _traced_init(algo, keys, sharded)  # raises before compiling, e.g. num_envs % devices
-        factory = sharded.chunk_fn_factory
-    # The state's layout: [S, ...] on the plain runner, [S, D, ...] on a mesh of D data shards.
-    data_shards = int(sharded.mesh.shape[axes.DATA]) if sharded else None
+    runtime = _runtime(algo, keys, chunk_fn_factory=chunk_fn_factory, devices=devices,
+                       pop=pop, actor_learner=actor_learner, async_workers=async_workers,
+                       progress=progress)
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
-    ckpt_path = os.path.join(log_dir, CHECKPOINT) if log_dir else None
-    record = config_record(algo)
-    _check_log_dir(log_dir, resume)
-    resuming = bool(log_dir and resume and os.path.exists(ckpt_path))
-    relayout = None
-    if resuming:  # before compiling: a mismatch is an error, not minutes of work
-        saved_meta = checkpoint.read_meta(ckpt_path)
-        _check_resumable(ckpt_path, saved_meta, seed_list, record, _absent_field_values(algo))
-        lanes = _resumed_lanes(ckpt_path, saved_meta, lanes, given=hparams is not None)
-        if "data_shards" in saved_meta and saved_meta["data_shards"] != data_shards:
-            relayout = _relayout(ckpt_path, saved_meta["data_shards"], data_shards, record,
-                                 keys, say=progress and is_main)
-
     show = progress and is_main
-    if show and pipeline is None:  # one program at a time
+    record = config_record(algo)
+    records.check_log_dir(log_dir, resume)
+    saved = None
+    if log_dir and resume:  # before compiling: a mismatch is an error, not minutes of work
+        saved = resume_lib.find(log_dir, algo, record, seed_list, keys, lanes,
+                                lanes_given=hparams is not None,
+                                data_shards=runtime.data_shards, say=show)
+        lanes = saved.lanes if saved else lanes
+
+    if show and runtime.pipeline is None:  # one program at a time
         tip = cpu_threads.hint_once()
         if tip:  # on CPU, on a pool nobody chose
             print(tip, file=sys.stderr)
-    if resuming and int(saved_meta.get("updates_done", 0)) >= num_updates:
+    if saved and saved.updates_done >= num_updates:
         # Nothing left to train: the checkpoint is read into the state's shapes below,
         # and nothing is compiled.
         if show:
             print(f"jaxrl_par: the run in {log_dir} already finished its {num_updates} "
                   "updates; nothing left to train", file=sys.stderr)
-        state, compiled, compile_seconds = _traced_init(algo, keys, sharded).out_info, None, 0.0
+        built = programs.shapes(algo, keys, runtime)
     else:
-        state_size = ""
-        if check_memory:  # from shapes alone: nothing allocated, nothing compiled yet
-            abstract = _traced_init(algo, keys, sharded).out_info
-            memory.check_fits(abstract, list(sharded.mesh.devices.flat) if sharded
-                              else [jax.devices()[0]], f"the state of {len(seed_list)} seed(s)")
-            state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
-        if show:  # the first run of a program compiles for seconds before the bar moves
-            print(f"jaxrl_par: compiling {len(seed_list)} seed(s) x {num_updates} updates in "
-                  f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr,
-                  flush=True)
-        t0 = time.perf_counter()
-        try:
-            state, compiled = _build(algo, keys, factory, sharded, chunk_updates, pipeline)
-            if lanes and not resuming:
-                state = hyper.write(state, lanes)
-        finally:  # the line ends, and the time shows, also when compiling fails
-            compile_seconds = time.perf_counter() - t0
-            if show:
-                print(f" {compile_seconds:.1f} s", file=sys.stderr, flush=True)
+        built = programs.build(algo, keys, runtime, chunk_updates,
+                               lanes=None if saved else lanes, check_memory=check_memory,
+                               say=show)
         interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
 
-    done_updates = 0
-    history: dict[str, list[np.ndarray]] = {}
-    if log_dir:
-        if is_main:
-            os.makedirs(log_dir, exist_ok=True)
-        if resuming:
-            state, meta = checkpoint.load(ckpt_path, state, reshape=relayout)
-            if sharded:
-                state = sharded.place(state)
-            done_updates = int(meta["updates_done"])
-            history = _read_history(os.path.join(log_dir, METRICS), done_updates, is_main)
-        elif is_main:
-            with open(os.path.join(log_dir, METRICS), "w"):
-                pass
-    # What config.json and each checkpoint record beside the config: the swept values,
-    # and the module that registers a user's own env (load_run imports it).
-    lanes_record = {**_lanes_record(lanes), **envs.source_record(getattr(algo.config, "env",
-                                                                           None))}
+    state, done, history = built.state, 0, {}
+    if saved:
+        state, done, history = resume_lib.restore(saved, state, runtime.place, log_dir,
+                                                  rewrite=is_main)
+    elif log_dir and is_main:
+        records.start_metrics(log_dir)
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
-    if pbt is not None and done_updates:
+    if pbt is not None and done:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
                    for k, v in state.hparams.items()}
         if log_dir and is_main:  # steps logged past the checkpoint are taken again
-            pbt_lib.truncate_log(os.path.join(log_dir, PBT_LOG), done_updates)
+            pbt_lib.truncate_log(os.path.join(log_dir, records.PBT_LOG), done)
+    # What config.json and each checkpoint record beside the config: the swept values,
+    # and the module that registers a user's own env (load_run imports it).
+    extra = {**records.lanes_record(lanes), **envs.source_record(record.get("env"))}
     if log_dir and is_main:
-        with open(os.path.join(log_dir, "config.json"), "w") as f:
-            json.dump({"config": record, "seeds": seed_list, "num_updates": num_updates,
-                       "data_shards": data_shards, **lanes_record}, f, indent=1)
+        records.write_config(log_dir, {"config": record, "seeds": seed_list,
+                                       "num_updates": num_updates,
+                                       "data_shards": runtime.data_shards, **extra})
 
-    bar = None
-    if show:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=num_updates * algo.env_steps_per_update, unit="step", unit_scale=True,
-                   initial=done_updates * algo.env_steps_per_update, dynamic_ncols=True)
-    t_start = time.perf_counter()
-    updates_run = 0
-    chunk_ends: list[int] = []
-    chunk_seconds: list[float] = []
-    eval_seconds = 0.0
-    postfix: dict[str, str] = {}  # the progress bar's returns
-    # Ctrl-C or SIGTERM finishes the running chunk (see jaxrl_par.runner.interrupt); not across
-    # hosts. The bar closes however the loop ends.
-    with (interrupt.GracefulStop(enabled=jax.process_count() == 1) as stop,
-          bar if bar is not None else contextlib.nullcontext()):
-        while done_updates < num_updates and not stop.requested:
-            state, metrics = compiled(state, jnp.int32(done_updates))
-            n_valid = min(chunk_updates, num_updates - done_updates)
-            rows = _to_host_rows(metrics, n_valid)
-            _check_finite(rows, done_updates)
-            if eval_envs:
-                t_eval = time.perf_counter()
-                rows["greedy_return"] = _evaluate_chunk(
-                    algo, state, sharded, eval_envs, len(seed_list), n_valid,
-                    due=_eval_due(done_updates + n_valid, chunk_updates, eval_every,
-                                  num_updates), on_main=is_main)
-                spent = time.perf_counter() - t_eval
-                eval_seconds += spent
-                t_start += spent  # the training time leaves the evaluations out
-            if pbt is not None:  # the values each lane trained this chunk with
-                rows.update({f"hparams/{k}": np.repeat(v[:, None], n_valid, axis=1)
-                             for k, v in current.items()})
-            for k in history.keys() - rows.keys():  # logged before this (resumed) call
-                rows[k] = np.full((len(seed_list), n_valid), np.nan, np.float32)
-            for k, v in rows.items():
-                if k not in history and done_updates:  # begins in this (resumed) call
-                    history[k] = [np.full((len(seed_list), done_updates), np.nan, v.dtype)]
-                history.setdefault(k, []).append(v)
-            if log_dir and is_main:
-                _append_rows(os.path.join(log_dir, METRICS), rows, done_updates,
-                             algo.env_steps_per_update)
-            done_updates += n_valid
-            updates_run += n_valid
-            chunk_ends.append(done_updates)
-            chunk_seconds.append(time.perf_counter() - t_start)
-            if pbt is not None and done_updates < num_updates:
-                state, current = _pbt_step(pbt, state, rows, current, seed_list, done_updates,
-                                           algo.config, log_dir if is_main else None)
-            if sharded and debug_replication:
-                parallel.assert_is_replicated(state, where=f"after update {done_updates}")
-            if log_dir:
-                host_state = parallel.to_host(state) if sharded else state  # all processes
-                if is_main:
-                    checkpoint.save(ckpt_path, host_state, {"updates_done": done_updates,
-                                                            "seeds": seed_list,
-                                                            "data_shards": data_shards,
-                                                            "config": record,
-                                                            **lanes_record})
-            if bar is not None:
-                bar.update(n_valid * algo.env_steps_per_update)
-                ret = rows["episode_return"]
-                if np.any(~np.isnan(ret)):
-                    postfix["ret"] = f"{np.nanmean(ret[:, -max(1, n_valid // 4):]):.1f}"
-                if eval_envs and np.any(~np.isnan(rows["greedy_return"][:, -1])):
-                    postfix["greedy"] = f"{np.nanmean(rows['greedy_return'][:, -1]):.1f}"
-                if postfix:  # the latest of each, the greedy one kept between evaluations
-                    bar.set_postfix(postfix)
-            if callback is not None:
-                callback(done_updates, rows)
-    interrupted = done_updates < num_updates
-    if interrupted:
-        print(f"jaxrl_par: interrupted after {done_updates} of {num_updates} updates",
-              file=sys.stderr)  # how to resume: interrupt.message, printed at the signal
-    train_seconds = time.perf_counter() - t_start
-    if sharded:
-        parallel.assert_is_replicated(state, where="after training")
-    total_steps = updates_run * algo.env_steps_per_update * len(seed_list)
-    metrics = {k: np.concatenate(v, axis=1) for k, v in history.items()}
-    return TrainResult(
-        state=state,
-        metrics=metrics,
-        env_steps=(np.arange(done_updates) + 1) * algo.env_steps_per_update,
-        seeds=seed_list,
-        compile_seconds=compile_seconds,
-        train_seconds=train_seconds,
-        steps_per_second=total_steps / max(train_seconds, 1e-9),
-        interrupted=interrupted,
-        stop_signal=stop.signum if interrupted else None,
-        updates_run=updates_run,
-        hparams=current,
-        chunk_ends=np.asarray(chunk_ends, np.int64),
-        chunk_seconds=np.asarray(chunk_seconds, np.float64),
-        eval_seconds=eval_seconds,
-    )
-
-
-def _check_eval(algo: Algorithm, eval_envs: int, eval_every: int) -> None:
-    """``ValueError`` for evaluation settings that cannot run, before anything compiles."""
-    for name, value, low in (("eval_envs", eval_envs, 0), ("eval_every", eval_every, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"train: {name}={value!r}; give an int >= {low}")
-    if eval_envs and algo.act is None:
-        raise ValueError("train: eval_envs needs an algorithm with act(state, obs, key) to "
-                         "evaluate with; this one has none")
-
-
-def _eval_due(done_after: int, chunk_updates: int, eval_every: int, num_updates: int) -> bool:
-    """Whether the chunk that ends at update ``done_after`` is evaluated: every
-    ``eval_every``-th chunk of the run (so a resumed run keeps the same points), and the
-    last."""
-    return done_after >= num_updates or (-(-done_after // chunk_updates)) % eval_every == 0
-
-
-def _evaluate_chunk(algo: Algorithm, state, sharded, eval_envs: int, lanes: int,
-                    n_valid: int, *, due: bool, on_main: bool) -> np.ndarray:
-    """``[S, n_valid]`` float64: NaN, and in the last column the lanes' greedy returns
-    when ``due`` (a mesh's state is gathered by every process, evaluated by the first)."""
-    from jaxrl_par.runner.evaluation import greedy_returns
-
-    out = np.full((lanes, n_valid), np.nan)
-    if not due:
-        return out
-    if sharded:
-        from jaxrl_par import parallel
-
-        state = parallel.unreplicate(parallel.to_host(state))  # every process takes part
-    if on_main:
-        out[:, -1] = greedy_returns(algo, state, num_envs=eval_envs)
-    return out
-
-
-def _pbt_step(pbt, state, rows, current, seeds, done_updates, cfg, log_dir):
-    """One exploit/explore step after ``done_updates`` updates (see :mod:`jaxrl_par.runner.pbt`);
-    appends the decision to ``log_dir/pbt.jsonl``. Returns the state and lanes' values."""
-    score = pbt_lib.scores(rows, pbt.metric)
-    source, new = pbt_lib.exploit_explore(pbt, score, current,
-                                          pbt_lib.rng_for(seeds, done_updates), cfg)
-    state = pbt_lib.apply(state, source, new)
+    history_log = listeners.History(len(seed_list), history)
+    evaluation, sweep = None, None
+    chain: list[listeners.Listener] = []
+    if eval_envs:
+        evaluation = listeners.GreedyEvaluation(
+            algo, eval_envs, eval_every, chunk_updates,
+            gather=_one_device if runtime.sharded else None, on_main=is_main)
+        chain.append(evaluation)
+    if pbt is not None:
+        sweep = listeners.SweepValues(current)
+        chain.append(sweep)
+    chain.append(history_log)
+    if log_dir and is_main:
+        chain.append(listeners.MetricsLog(os.path.join(log_dir, METRICS)))
+    if pbt is not None:
+        chain.append(listeners.PBTStep(
+            pbt, sweep, seed_list, algo.config,
+            os.path.join(log_dir, records.PBT_LOG) if log_dir and is_main else None))
+    if runtime.sharded and debug_replication:
+        chain.append(listeners.ReplicaCheck(parallel.assert_is_replicated))
     if log_dir:
-        with open(os.path.join(log_dir, PBT_LOG), "a") as f:
-            f.write(json.dumps({"update": done_updates, "source": source.tolist(),
-                                "score": [None if not np.isfinite(x) else float(x)
-                                          for x in score],
-                                "hparams": hyper.to_record(new)})
-                    + "\n")
-    return state, new
+        chain.append(listeners.CheckpointWriter(
+            os.path.join(log_dir, CHECKPOINT) if is_main else None,
+            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
+            to_host=parallel.to_host if runtime.sharded else None))
+    if show:
+        chain.append(listeners.ProgressBar(num_updates, algo.env_steps_per_update, done))
+    if callback is not None:
+        chain.append(listeners.Callback(callback))
 
-
-def _lanes_record(lanes: dict[str, np.ndarray]) -> dict:
-    """``{"hparams": {name: [S] floats}}`` for a run's records ({} without a sweep)."""
-    return {"hparams": hyper.to_record(lanes)} if lanes else {}
-
-
-def _resumed_lanes(path: str, meta: dict, lanes: dict[str, np.ndarray], given: bool
-                   ) -> dict[str, np.ndarray]:
-    """The swept values of the run saved at ``path``: its own, which ``lanes`` (the
-    values this call asks for, when ``given``) must equal."""
-    saved = hyper.from_record(meta.get("hparams"))
-    if given and (saved.keys() != lanes.keys()
-                  or any(not np.array_equal(saved[k], lanes[k]) for k in saved)):
-        raise ValueError(f"{path} was trained with hparams {hyper.to_record(saved)}, this "
-                         f"run asks for {hyper.to_record(lanes)}: resume with the run's values (or "
-                         "leave hparams out to take them), or give a new log dir")
-    return saved or lanes
-
-
-# Config fields that may differ between a run and its resumption: the data axis's name,
-# which follows the device layout (a run can resume on another one: `_relayout`).
-RESUMABLE_CHANGES = frozenset({"axis_name"})
-
-
-def config_record(algo: Algorithm) -> dict:
-    """The algorithm's config class and fields as JSON values (tuples become lists)."""
-    cfg = algo.config
-    fields = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
-    record = {"config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}", **fields}
-    return json.loads(json.dumps(_jsonable(record)))
-
-
-def _layout(data_shards: int | None) -> str:
-    return ("one device (no mesh)" if data_shards is None
-            else f"a mesh with {data_shards} data shard(s)")
-
-
-def _relayout(path: str, saved: int | None, now: int | None, record: dict, keys: jax.Array,
-              say: bool) -> Callable:
-    """The ``checkpoint.load`` reshape that resumes a run saved on ``saved`` data shards on
-    ``now`` (``None``: one device), through one device's layout (``jaxrl_par.runner.runs``). For
-    PPO the result is exact (data parallelism gives the one-device run); per-shard replay
-    buffers (DQN, Ape-X) cannot be split or merged, so a warning says that every new shard
-    starts from shard 0's buffer.
-
-    Raises:
-      ValueError: the algorithm is not one of ``jaxrl_par.algos`` (its one-device layout
-        is unknown), naming both layouts.
-    """
-    from jaxrl_par.runner import runs
-
-    try:
-        name, cfg = runs.config_from_record(record)
-    except ValueError:
-        raise ValueError(f"{path} was written on {_layout(saved)}, this run is on "
-                         f"{_layout(now)}, and only jaxrl_par.algos' algorithms can change "
-                         "layout: resume with the run's devices=...") from None
-    what = f"resuming {path} (written on {_layout(saved)}) on {_layout(now)}"
-    if say:
-        print(f"jaxrl_par: {what}", file=sys.stderr)
-
-    def warn(message: str) -> None:
-        warnings.warn(f"{what}: {message}", stacklevel=5)  # at the caller of train
-
-    return runs.relayout(runs.one_device_shapes(name, cfg, keys), saved, warn)
-
-
-def _absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
-    """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
-    JSON value like ``config_record``'s, and the names in the config's
-    ``LEGACY_VALUES`` (see :func:`jaxrl_par.runner.runs.legacy_values`)."""
-    from jaxrl_par.runner import runs
-
-    cfg = algo.config
-    if not dataclasses.is_dataclass(cfg):
-        return {}, frozenset()
-    fields = {f.name: f.default for f in dataclasses.fields(cfg)
-              if f.default is not dataclasses.MISSING}
-    return json.loads(json.dumps(_jsonable(fields))), frozenset(runs.legacy_values(type(cfg)))
-
-
-def _check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
-                     absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
-    """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared).
-
-    A field that the saved record lacks (one added to the config class since) counts as
-    unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
-    config's ``LEGACY_VALUES`` (``absent[1]``) is not compared: its default may behave as
-    the older version did or not (PPO's ``normalize_rewards="auto"`` is off for discrete
-    actions, on for continuous), and a value that does not shows as a state of another
-    structure when the checkpoint is read, an error that names the setting.
-    """
-    defaults, legacy = absent
-    missing = object()
-    if meta.get("seeds") != seeds:
-        raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
-                         "resume with the same seeds, or give a new log dir")
-    saved = meta.get("config")
-    if saved is None:
-        return
-    changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
-               for k in sorted(set(saved) | set(record))
-               if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
-               and not (k not in saved and (k in legacy
-                                            or record.get(k) == defaults.get(k, missing)))]
-    if changed:
-        config_json = os.path.join(os.path.dirname(path), "config.json")
-        raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
-                         f"resume with the run's settings ({config_json}; the CLI takes "
-                         f"them as --config {config_json}), or give a new log dir")
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (int, float, str, bool)) or x is None:
-        return x
-    return repr(x)
-
-
-def _append_rows(path, rows, first_update, steps_per_update):
-    names = sorted(rows)
-    with open(path, "a") as f:
-        for u in range(next(iter(rows.values())).shape[1]):
-            rec = {"update": first_update + u + 1,
-                   "env_steps": (first_update + u + 1) * steps_per_update}
-            for k in names:
-                rec[k] = [None if not np.isfinite(x) else float(x) for x in rows[k][:, u]]
-            f.write(json.dumps(rec) + "\n")
-
-
-def _read_history(path, n_updates, rewrite: bool = True) -> dict[str, list[np.ndarray]]:
-    """Reads back the first ``n_updates`` rows of ``metrics.jsonl`` as ``[S, U]`` arrays
-    and, with ``rewrite``, drops the rows written after the checkpoint."""
-    from jaxrl_par.runner import runs
-
-    if not os.path.exists(path):
-        return {}
-    rows = runs.metrics_rows(path, n_updates)
-    if rewrite:
-        with open(path, "w") as f:  # drop rows written after the checkpoint
-            f.writelines(line for line, _ in rows)
-    return {k: [v] for k, v in runs.metrics_columns(rows).items()}
+    ran = loop.run(built.chunk, state, start=done, num_updates=num_updates,
+                   chunk_updates=chunk_updates,
+                   env_steps_per_update=algo.env_steps_per_update, listeners=chain,
+                   stop_on_signal=jax.process_count() == 1)
+    if runtime.sharded:
+        parallel.assert_is_replicated(ran.state, where="after training")
+    updates_run = ran.done - done
+    total_steps = updates_run * algo.env_steps_per_update * len(seed_list)
+    return TrainResult(
+        state=ran.state,
+        metrics=history_log.columns(),
+        env_steps=(np.arange(ran.done) + 1) * algo.env_steps_per_update,
+        seeds=seed_list,
+        compile_seconds=built.compile_seconds,
+        train_seconds=ran.seconds,
+        steps_per_second=total_steps / max(ran.seconds, 1e-9),
+        interrupted=ran.done < num_updates,
+        stop_signal=ran.stop_signal,
+        updates_run=updates_run,
+        hparams=sweep.values if sweep else current,
+        chunk_ends=np.asarray(ran.chunk_ends, np.int64),
+        chunk_seconds=np.asarray(ran.chunk_seconds, np.float64),
+        eval_seconds=evaluation.seconds if evaluation else 0.0,
+    )
