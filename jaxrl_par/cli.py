@@ -609,15 +609,16 @@ def _sweep_table(hparams: dict, per_lane: np.ndarray, seeds: list[int], out,
 
     rows = hyper.summarize(hparams, per_lane, seeds)
     if greedy is not None:
-        for row, g in zip(rows, hyper.summarize(hparams, greedy, seeds)):
+        for row, g in zip(rows, hyper.summarize(hparams, greedy, seeds), strict=True):
             row["greedy_return"], row["greedy_return_std"] = g["final_return"], \
                 g["final_return_std"]
     names = list(hparams)
     width = [max(len(n), 10) for n in names]
-    print("  ".join(n.ljust(w) for n, w in zip(names, width)) + "  final return (seeds)"
+    print("  ".join(n.ljust(w) for n, w in zip(names,
+                                               width, strict=True)) + "  final return (seeds)"
           + ("  greedy return" if greedy is not None else ""), file=out)
     for row in rows:
-        cells = "  ".join(f"{row['hparams'][n]:<{w}.4g}" for n, w in zip(names, width))
+        cells = "  ".join(f"{row['hparams'][n]:<{w}.4g}" for n, w in zip(names, width, strict=True))
         result = ("no episode finished" if row["final_return"] is None else
                   f"{row['final_return']:.1f} +- {row['final_return_std']:.1f}")
         extra = (f"  {row['greedy_return']:.1f} +- {row['greedy_return_std']:.1f}"

@@ -55,7 +55,7 @@ def test_the_round_robin_runtime_equals_the_scanned_update():
     scanned = train(algo, [0, 1], progress=False, num_chunks=3)
     runtime = AsyncWorkers(algo, schedule="round_robin")
     threaded = train(algo, [0, 1], progress=False, num_chunks=3, async_workers=runtime)
-    for a, b in zip(_leaves(scanned.state), _leaves(threaded.state)):
+    for a, b in zip(_leaves(scanned.state), _leaves(threaded.state), strict=True):
         np.testing.assert_array_equal(a, b)
     for name, values in scanned.metrics.items():
         np.testing.assert_allclose(threaded.metrics[name], values, rtol=1e-5, atol=1e-6,
@@ -211,7 +211,8 @@ def test_a_killed_threaded_run_resumes_as_if_never_stopped(module, tmp_path):
     algo = (a3c.make(a3c.Config(**TINY)) if module == "a3c" else gorila.make(gorila.Config(
         num_workers=3, num_envs=2, num_steps=4, total_timesteps=24 * 12,
         learning_starts=24 * 4, batch_size=16, buffer_size=64, hidden_sizes=(8,))))
-    runtime = lambda: AsyncWorkers(algo, schedule="round_robin")
+    def runtime():
+        return AsyncWorkers(algo, schedule="round_robin")
     log_dir = str(tmp_path / "run")
     train_killed_after(algo.num_updates // 2, algo, [0, 1], num_chunks=4, progress=False,
                        log_dir=log_dir, async_workers=runtime())
@@ -219,7 +220,7 @@ def test_a_killed_threaded_run_resumes_as_if_never_stopped(module, tmp_path):
                     resume=True, async_workers=runtime())
     whole = train(algo, [0, 1], num_chunks=4, progress=False, async_workers=runtime())
     assert 0 < resumed.updates_run < algo.num_updates
-    for a, b in zip(_leaves(resumed.state), _leaves(whole.state)):
+    for a, b in zip(_leaves(resumed.state), _leaves(whole.state), strict=True):
         np.testing.assert_array_equal(a, b)
     for name, values in whole.metrics.items():
         np.testing.assert_allclose(resumed.metrics[name], values, rtol=1e-6, err_msg=name)

@@ -104,7 +104,8 @@ def test_policy_lag_staleness_and_metrics():
                  "mean_priority_mass", "sample_staleness", "policy_lag"):
         assert m[name].shape == (20,), name
     # the actors' copy is the learner's from the last pull
-    assert int(state.learner.learner_steps) - int(state.learner.actor_version) < cfg.actor_sync_period
+    learner = state.learner
+    assert int(learner.learner_steps) - int(learner.actor_version) < cfg.actor_sync_period
 
 
 @pytest.mark.xla_optimized

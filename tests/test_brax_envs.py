@@ -126,5 +126,5 @@ def test_a_stopped_run_resumes_as_if_never_stopped(tmp_path):
     resumed = train(algo, 0, progress=False, num_chunks=4, log_dir=str(tmp_path), resume=True)
     assert list(resumed.chunk_ends) == [6, 8]  # only the second half ran
     for a, b in zip(jax.tree.leaves((whole.state.params, whole.state.env_state)),
-                    jax.tree.leaves((resumed.state.params, resumed.state.env_state))):
+                    jax.tree.leaves((resumed.state.params, resumed.state.env_state)), strict=True):
         np.testing.assert_array_equal(a, b)

@@ -107,7 +107,8 @@ def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
             "took = cpu_threads.devices(3)\n"
             "n = len(jax.devices())\n"
             "flags = os.environ['XLA_FLAGS']\n"
-            "print(json.dumps([took, n, cpu_threads.devices(5), os.environ['XLA_FLAGS'] == flags]))\n")
+            "print(json.dumps([took, n, cpu_threads.devices(5),\n"
+            "                  os.environ['XLA_FLAGS'] == flags]))\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     for preset, expected in [(None, [True, 3, False, True]),
                              ("--xla_force_host_platform_device_count=2", [False, 2, False, True]),

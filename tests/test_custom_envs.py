@@ -21,7 +21,7 @@ from jaxrl_par.runner.training import train
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 sys.path.insert(0, ROOT)
-import examples.corridor  # noqa: F401  (registers Corridor-v0)
+import examples.corridor  # noqa: E402, F401  (registers Corridor-v0, from ROOT)
 
 
 def test_the_example_env_has_gymnax_semantics_through_vecenv():

@@ -166,7 +166,7 @@ def test_minatar_observations_are_bytes_with_gymnax_values(env_id):
     (obs0, steps), (obs0_f, steps_f) = play(jax.random.key(0))
     assert obs0.dtype == steps[0].dtype == steps[1].dtype == jnp.uint8
     np.testing.assert_array_equal(np.asarray(obs0, np.float32), obs0_f)
-    for got, want in zip(steps, steps_f):
+    for got, want in zip(steps, steps_f, strict=True):
         np.testing.assert_array_equal(np.asarray(got, np.float32), want)
     assert np.asarray(steps[3]).any()  # some episodes ended (resets are covered)
 

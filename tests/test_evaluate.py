@@ -1,4 +1,5 @@
-"""Greedy evaluation (jaxrl_par.runner.evaluation): per-seed returns of first episodes, one compile."""
+"""Greedy evaluation (jaxrl_par.runner.evaluation): per-seed returns of first episodes, one
+compile."""
 
 import types
 

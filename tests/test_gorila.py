@@ -76,13 +76,14 @@ def test_the_server_updates_the_target_every_period():
     stays the initial parameters while no period has passed."""
     cfg = gorila.Config(**{**TINY, "target_update_period": 1})
     state = train(gorila.make(cfg), 0, progress=False, num_chunks=1).state.server
-    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(state.target_params)):
+    for a, b in zip(jax.tree.leaves(state.params),
+                    jax.tree.leaves(state.target_params), strict=True):
         np.testing.assert_array_equal(a, b)
     cfg = gorila.Config(**{**TINY, "target_update_period": 1000})
     algo = gorila.make(cfg)
     first = algo.init(jax.random.key(0)).server.params
     state = train(algo, 0, progress=False, num_chunks=1).state.server
-    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(state.target_params)):
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(state.target_params), strict=True):
         np.testing.assert_array_equal(a, np.asarray(b)[0])
 
 
@@ -94,7 +95,7 @@ def test_the_runtime_equals_the_scan_across_the_warmup():
     scanned = train(algo, [0, 1], progress=False, num_chunks=6)
     runtime = AsyncWorkers(algo, schedule="round_robin")
     ran = train(algo, [0, 1], progress=False, num_chunks=6, async_workers=runtime)
-    for a, b in zip(_leaves(scanned.state), _leaves(ran.state)):
+    for a, b in zip(_leaves(scanned.state), _leaves(ran.state), strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(ran.metrics["loss"], scanned.metrics["loss"], rtol=1e-5)
     np.testing.assert_array_equal(ran.metrics["staleness"], scanned.metrics["staleness"])

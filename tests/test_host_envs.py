@@ -156,11 +156,13 @@ def test_round_robin_on_host_envs_is_reproducible():
     runs = [train(algo, seeds, progress=False, num_chunks=2,
                   async_workers=AsyncWorkers(algo, schedule="round_robin"))
             for seeds in ([0], [0], [1])]
-    leaves = lambda r: [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
-                        for x in jax.tree.leaves(r.state)]
-    for a, b in zip(leaves(runs[0]), leaves(runs[1])):
+    def leaves(r):
+        return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+                            for x in jax.tree.leaves(r.state)]
+    for a, b in zip(leaves(runs[0]), leaves(runs[1]), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert not all(np.array_equal(a, b) for a, b in zip(leaves(runs[0]), leaves(runs[2])))
+    assert not all(np.array_equal(a, b) for a, b in zip(leaves(runs[0]),
+                                                        leaves(runs[2]), strict=True))
 
 
 GORILA_PROBE = {"num_workers": 2, "num_envs": 4, "num_steps": 4, "total_timesteps": 6_400,
@@ -208,9 +210,10 @@ def test_impala_actors_on_host_envs_beside_the_learner():
     # acted a full update (2 learner steps) earlier: as with JAX envs (test_impala.py)
     lags = runs[0].metrics["policy_lag"][0]
     np.testing.assert_array_equal(lags, [0.5] + [2.5] * (len(lags) - 1))
-    leaves = lambda r: [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
-                        for x in jax.tree.leaves(r.state)]
-    for a, b in zip(leaves(runs[0]), leaves(runs[1])):
+    def leaves(r):
+        return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+                            for x in jax.tree.leaves(r.state)]
+    for a, b in zip(leaves(runs[0]), leaves(runs[1]), strict=True):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="--actor-learner"):
         impala.Config(env="gymnasium:CartPole-v1", pipeline=False)

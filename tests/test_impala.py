@@ -205,7 +205,7 @@ def test_off_policy_correction_switch_matters_only_with_lag():
     a = train(impala.make(impala.Config(**lag)), 0, progress=False)
     b = train(impala.make(impala.Config(**lag, off_policy_correction=False)), 0, progress=False)
     diff = max(float(np.max(np.abs(x - y))) for x, y in
-               zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)))
+               zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params), strict=True))
     assert diff > 1e-3, diff
     np.testing.assert_allclose(a.metrics["importance_weight"][:, :2],
                                b.metrics["importance_weight"][:, :2], rtol=1e-4)

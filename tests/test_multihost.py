@@ -48,7 +48,7 @@ def test_two_process_ppo_matches_single_process(tmp_path):
                 q.kill()
             pytest.fail("two-process run timed out")
         outs.append(out)
-    for i, (p, out) in enumerate(zip(procs, outs)):
+    for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
         assert p.returncode == 0, f"process {i} failed:\n{out[-4000:]}"
     got = np.load(tmp_path / "sharded.npz")
     ref = np.load(tmp_path / "reference.npz")

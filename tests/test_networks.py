@@ -104,7 +104,7 @@ def test_networks_take_byte_observations_as_their_float_values():
         params = net.init(jax.random.key(1), obs.astype(jnp.float32))
         got = jax.tree.leaves(net.apply(params, obs))
         want = jax.tree.leaves(net.apply(params, obs.astype(jnp.float32)))
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
 
 
@@ -141,7 +141,8 @@ def test_forward_mode_autodiff_through_every_network(name, net, args):
     keys = jax.random.split(jax.random.key(1), len(leaves))
     tangent = treedef.unflatten([jax.random.normal(k, p.shape, p.dtype)
                                  for k, p in zip(keys, leaves, strict=True)])
-    f = lambda p: _outputs(net.apply(p, *args))
+    def f(p):
+        return _outputs(net.apply(p, *args))
     primal, jvp = jax.jvp(f, (params,), (tangent,))
     cotangent = [jax.random.normal(jax.random.key(2 + i), y.shape, y.dtype)
                  for i, y in enumerate(primal)]

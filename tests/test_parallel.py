@@ -74,7 +74,8 @@ def _shards(alpha=0.6):
 
 
 def _sample_many(buf, states, keys, beta=0.4):
-    one = lambda s, k: parallel.sample_global(buf, s, k, BATCH, beta, axis_name=axes.DATA)
+    def one(s, k):
+        return parallel.sample_global(buf, s, k, BATCH, beta, axis_name=axes.DATA)
     per_shard = jax.vmap(one, in_axes=(0, None), axis_name=axes.DATA)  # shards as an axis
     return jax.jit(jax.vmap(per_shard, in_axes=(None, 0)))(states, keys)  # [K, D, B]
 

@@ -83,26 +83,31 @@ def test_ppo_data_parallel_equals_one_device(devices, tmp_path):
     out = _run(DP_CFG, [0], devices=devices, log_dir=str(tmp_path))
     run = load_run(str(tmp_path))
     assert run.data_shards == devices and run.algo.config == CFG
-    for a, b in zip(jax.tree.leaves(run.state.params), jax.tree.leaves(ref.state.params)):
+    for a, b in zip(jax.tree.leaves(run.state.params),
+                    jax.tree.leaves(ref.state.params), strict=True):
         assert _rel_err(a, b) <= 1e-5
-    for a, b in zip(jax.tree.leaves(run.state.env_state), jax.tree.leaves(ref.state.env_state)):
+    for a, b in zip(jax.tree.leaves(run.state.env_state),
+                    jax.tree.leaves(ref.state.env_state), strict=True):
         np.testing.assert_array_equal(a, b)
     state = parallel.unreplicate(out.state)
     # Gradients: Adam's first moment after 3 updates x 2 epochs x 2 minibatches.
-    for a, b in zip(_adam_moments(state.opt_state), _adam_moments(ref.state.opt_state)):
+    for a, b in zip(_adam_moments(state.opt_state),
+                    _adam_moments(ref.state.opt_state), strict=True):
         assert _rel_err(a, b) <= 1e-5
-    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params), strict=True):
         assert _rel_err(a, b) <= 1e-5
-    for a, b in zip(jax.tree.leaves(state.obs_stats), jax.tree.leaves(ref.state.obs_stats)):
+    for a, b in zip(jax.tree.leaves(state.obs_stats),
+                    jax.tree.leaves(ref.state.obs_stats), strict=True):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(state.reward_stats),
-                    jax.tree.leaves(ref.state.reward_stats)):
+                    jax.tree.leaves(ref.state.reward_stats), strict=True):
         assert _rel_err(a, b) <= 1e-5
     returns = np.asarray(out.state.discounted_return)  # [S, D, N/D]: data order
     np.testing.assert_allclose(returns.reshape(returns.shape[0], -1),
                                ref.state.discounted_return, rtol=1e-5)
     # The shards' envs, concatenated in data order, are the one device's envs.
-    for a, b in zip(jax.tree.leaves(out.state.env_state), jax.tree.leaves(ref.state.env_state)):
+    for a, b in zip(jax.tree.leaves(out.state.env_state),
+                    jax.tree.leaves(ref.state.env_state), strict=True):
         a = np.asarray(a)
         np.testing.assert_array_equal(a.reshape((a.shape[0], -1) + a.shape[3:]), b)
     for k in ("loss", "value_loss", "entropy"):
@@ -133,7 +138,8 @@ def test_resume_on_another_layout_equals_never_stopping(tmp_path):
         out, state = _stopped_then_resumed(ppo.make(DP_CFG if first else CFG), first,
                                            ppo.make(DP_CFG if then else CFG), then,
                                            str(tmp_path / str(i)))
-        for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
+        for a, b in zip(jax.tree.leaves(state.params),
+                        jax.tree.leaves(ref.state.params), strict=True):
             assert _rel_err(a, b) <= 1e-5, (first, then)
         np.testing.assert_allclose(out.metrics["loss"], ref.metrics["loss"], rtol=1e-5,
                                    atol=1e-6)
@@ -147,12 +153,14 @@ def test_population_of_4_seeds_times_2_data_devices_equals_seeds_one_by_one():
     # against its single run here too.
     ref = _run(CFG, [0, 1, 2, 3])
     for i in range(4):
-        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+        for a, b in zip(jax.tree.leaves(out.state.params),
+                        jax.tree.leaves(ref.state.params), strict=True):
             assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[i]) <= 1e-5
         np.testing.assert_allclose(out.metrics["loss"][i], ref.metrics["loss"][i],
                                    rtol=1e-5, atol=1e-6)
     single = _reference(0)
-    for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(single.state.params)):
+    for a, b in zip(jax.tree.leaves(out.state.params),
+                    jax.tree.leaves(single.state.params), strict=True):
         assert _rel_err(np.asarray(a)[0, 0], np.asarray(b)[0]) <= 1e-5
 
 
@@ -169,7 +177,8 @@ def test_a_sweep_over_a_population_mesh_equals_the_sweep_on_one_device():
                                   np.float32([[0.9] * 2, [0.99] * 2] * 2))
     ref = _run(dataclasses.replace(CFG, sweep=sweep), [0, 1, 0, 1], hparams=hparams)
     for i in range(4):
-        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+        for a, b in zip(jax.tree.leaves(out.state.params),
+                        jax.tree.leaves(ref.state.params), strict=True):
             assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[i]) <= 1e-5
         np.testing.assert_allclose(out.metrics["loss"][i], ref.metrics["loss"][i],
                                    rtol=1e-5, atol=1e-6)
@@ -192,7 +201,8 @@ def test_pbt_on_a_population_mesh_equals_pbt_on_one_device():
     assert not np.array_equal(ref.metrics["hparams/learning_rate"][:, 0],
                               ref.metrics["hparams/learning_rate"][:, -1])
     for i in range(4):
-        for a, b in zip(jax.tree.leaves(out.state.params), jax.tree.leaves(ref.state.params)):
+        for a, b in zip(jax.tree.leaves(out.state.params),
+                        jax.tree.leaves(ref.state.params), strict=True):
             assert _rel_err(np.asarray(a)[i, 0], np.asarray(b)[i]) <= 1e-5
 
 
@@ -229,7 +239,8 @@ def _diverging_algorithm() -> Algorithm:
         w = state["params"]["w"] + axes.axis_index(axes.DATA).astype(jnp.float32)
         return {"params": {"w": w}, "key": state["key"]}, {"episode_return": jnp.float32(0)}
 
-    return Algorithm(Cfg(), init, update, num_updates=4, env_steps_per_update=1)
+    return Algorithm(Cfg(), init, update, num_updates=4, env_steps_per_update=1,
+                     axis_name=axes.DATA, data_parallel=True)
 
 
 def test_replication_check_catches_divergence():
@@ -327,10 +338,12 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
                      "learner_steps", "episode_return"):
             np.testing.assert_allclose(run.metrics[name], whole.metrics[name], rtol=1e-6,
                                        atol=1e-7, err_msg=name)
-        for name in ("learner_steps", "actor_version", "env_steps", "update_count"):
-            np.testing.assert_array_equal(getattr(run.state, name),
-                                          getattr(whole.state, name))
-        chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        for half, name in (("learner", "learner_steps"), ("learner", "actor_version"),
+                           ("actor", "env_steps"), ("learner", "update_count")):
+            np.testing.assert_array_equal(getattr(getattr(run.state, half), name),
+                                          getattr(getattr(whole.state, half), name))
+        def chex_close(a, b):
+            return np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         jax.tree.map(chex_close, run.state.params, whole.state.params)
         np.testing.assert_array_equal(run.state.learner.buffer.storage.data.action,
                                       whole.state.learner.buffer.storage.data.action)
@@ -346,8 +359,9 @@ def test_apex_actor_learner_on_two_devices_equals_one_device_and_learns():
     # algorithm and devices reuses the programs of the run above
     runtime = ActorLearner(algo, (d0, d1))
     runtime.compile(whole.state, 4)
-    placed = lambda program: {d for s in jax.tree.leaves(program.input_shardings)
-                              for d in s.device_set}
+    def placed(program):
+        return {d for s in jax.tree.leaves(program.input_shardings)
+                                  for d in s.device_set}
     assert placed(runtime.actor_program) == {d1}
     assert placed(runtime.learner_program) == {d0}
     again = ActorLearner(algo, (d0, d1))
@@ -373,12 +387,12 @@ def test_impala_data_parallel_equals_one_device(devices):
                 progress=False, num_chunks=1, devices=devices)
     state = parallel.unreplicate(out.state)
     for a, b in zip(_adam_moments(state.learner.opt_state),
-                    _adam_moments(ref.state.learner.opt_state)):
+                    _adam_moments(ref.state.learner.opt_state), strict=True):
         assert _rel_err(a, b) <= 1e-5
-    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params)):
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(ref.state.params), strict=True):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(out.state.actor.env_state),
-                    jax.tree.leaves(ref.state.actor.env_state)):
+                    jax.tree.leaves(ref.state.actor.env_state), strict=True):
         a = np.asarray(a)
         np.testing.assert_array_equal(a.reshape((a.shape[0], -1) + a.shape[3:]), b)
     for k in ("loss", "value_loss", "importance_weight", "episode_return", "policy_lag"):
@@ -425,20 +439,20 @@ def test_a2c_and_a3c_data_parallel_equal_one_device(module, devices):
                 progress=False, num_chunks=1, devices=devices)
     state = parallel.unreplicate(out.state)
     for a, b in zip(_adam_moments(state.server.opt_state),
-                    _adam_moments(ref.state.server.opt_state)):
+                    _adam_moments(ref.state.server.opt_state), strict=True):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(state.server.params),
-                    jax.tree.leaves(ref.state.server.params)):
+                    jax.tree.leaves(ref.state.server.params), strict=True):
         assert _rel_err(a, b) <= 1e-5
     for a, b in zip(jax.tree.leaves(state.workers.reward_stats),
-                    jax.tree.leaves(ref.state.workers.reward_stats)):
+                    jax.tree.leaves(ref.state.workers.reward_stats), strict=True):
         assert _rel_err(a, b) <= 1e-5
     # Worker leaves are [S, D, K, N/D, ...] sharded; in data order they are one device's.
     returns = np.moveaxis(np.asarray(out.state.workers.discounted_return), 1, 2)
     np.testing.assert_allclose(returns.reshape(returns.shape[:2] + (-1,)),
                                ref.state.workers.discounted_return, rtol=1e-5)
     for a, b in zip(jax.tree.leaves(out.state.workers.env_state),
-                    jax.tree.leaves(ref.state.workers.env_state)):
+                    jax.tree.leaves(ref.state.workers.env_state), strict=True):
         a = np.moveaxis(np.asarray(a), 1, 2)
         np.testing.assert_array_equal(a.reshape(a.shape[:2] + (-1,) + a.shape[4:]), b)
     for k in ("loss", "value_loss", "entropy", "staleness"):
@@ -461,7 +475,7 @@ def test_a3c_resumes_on_another_layout(tmp_path):
         out, state = _stopped_then_resumed(made[first], first, made[then], then,
                                            str(tmp_path / str(i)))
         for a, b in zip(jax.tree.leaves(state.server.params),
-                        jax.tree.leaves(ref.state.server.params)):
+                        jax.tree.leaves(ref.state.server.params), strict=True):
             assert _rel_err(a, b) <= 1e-5, (first, then)
         np.testing.assert_allclose(out.metrics["loss"], ref.metrics["loss"], rtol=1e-5,
                                    atol=1e-6)
@@ -487,8 +501,9 @@ def test_async_workers_on_their_own_devices_equal_the_scan(module):
     assert runtime.worker_devices == [devices[0], devices[1], devices[2]]
     spread = train(algo, [0, 1], num_chunks=3, progress=False, async_workers=runtime)
     whole = train(algo, [0, 1], num_chunks=1, progress=False)
-    key_data = lambda x: jax.random.key_data(x) if jnp.issubdtype(
-        x.dtype, jax.dtypes.prng_key) else x
+    def key_data(x):
+        return jax.random.key_data(x) if jnp.issubdtype(
+            x.dtype, jax.dtypes.prng_key) else x
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(key_data(a), key_data(b)),
                  spread.state, whole.state)
     assert {devices[0]} == set().union(*(x.devices() for x in jax.tree.leaves(spread.state)))

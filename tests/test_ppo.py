@@ -59,7 +59,7 @@ def test_reward_normalisation_tracks_the_discounted_returns():
     ret, seen = np.zeros(3), []
     for _ in range(2):  # 300 steps: the 200-step episodes end (truncated) in the second
         state, rewards, dones = update_and_its_rollout(state)
-        for r, d in zip(np.asarray(rewards, np.float64), np.asarray(dones)):
+        for r, d in zip(np.asarray(rewards, np.float64), np.asarray(dones), strict=True):
             ret = ret * cfg.gamma + r
             seen.append(ret.copy())
             ret = np.where(d, 0.0, ret)
@@ -189,7 +189,7 @@ def test_obs_statistics_of_byte_observations_equal_their_float_values():
     x = jax.random.randint(jax.random.key(0), (64, 3), 0, 256).astype(jnp.uint8)
     got = update_stats(init_stats((3,)), x)
     want = update_stats(init_stats((3,)), x.astype(jnp.float32))
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_array_equal(g, w)
 
 

@@ -7,7 +7,6 @@ import re
 import jax
 import numpy as np
 
-
 README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
 BUDGET = "total_timesteps=500_000"
 SECOND_TRAIN = "result = train(algo, seeds=[4, 5, 6, 7],"

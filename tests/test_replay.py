@@ -77,7 +77,7 @@ def test_packed_rows_round_trip_every_dtype():
     assert state.data_nbytes == 10 * sum(x[0].nbytes for x in items.values())
     leaves = jax.tree_util.tree_flatten_with_path(example)[0]
     in_words = {jax.tree_util.keystr(p)[2:-2]: slot.in_words
-                for (p, _), slot in zip(leaves, state.layout.slots)}
+                for (p, _), slot in zip(leaves, state.layout.slots, strict=True)}
     assert in_words == {"f32": True, "i32": True, "img": True, "pair": True, "flags": True,
                         "done": False, "odd": False, "half": False, "i16": False}
     data = state.data
@@ -330,7 +330,8 @@ def test_vmap_equals_separate_buffers(kind):
         state = buf.update_priorities(state, s.indices, s.probabilities * 10 + 0.1)
         return state, s
 
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    def stack(xs):
+        return jax.tree.map(lambda *a: jnp.stack(a), *xs)
     states = jax.vmap(lambda _: buf.init(EXAMPLE))(jnp.arange(n_buf))
     vs, vsample = jax.jit(jax.vmap(step))(states, stack(data), stack(pri), keys)
     separate = [step(buf.init(EXAMPLE), data[b], pri[b], keys[b]) for b in range(n_buf)]
@@ -417,7 +418,8 @@ def test_sample_then_update_in_a_scan_does_not_copy_the_tree():
     keys = jax.random.split(jax.random.key(0), 4)
     hlo = jax.jit(run, donate_argnums=0).lower((state, jnp.float32(0)), keys).compile()
     tree_shape = f"f32[{state.tree.flat.shape[0]}]"
-    copies = [l for l in hlo.as_text().splitlines() if f"= {tree_shape}" in l and " copy(" in l]
+    copies = [line for line in hlo.as_text().splitlines()
+              if f"= {tree_shape}" in line and " copy(" in line]
     assert not copies, copies
 
 def test_sample_indices_and_transitions_agree():
@@ -550,7 +552,8 @@ def test_add_batch_size_under_vmap_equals_separate_buffers():
     holds what its own buffer would."""
     buf = replay.uniform(capacity=8, add_batch_size=4)
     data = [[batch(np.arange(4) + 10 * k + 100 * b) for k in range(3)] for b in range(2)]
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    def stack(xs):
+        return jax.tree.map(lambda *a: jnp.stack(a), *xs)
 
     def fill(state, xs):
         for x in xs:

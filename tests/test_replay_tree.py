@@ -17,7 +17,7 @@ class NumpySumTree:
         self.mass = np.zeros(capacity, np.float32)
 
     def update(self, indices, values):
-        for i, v in zip(indices, values):  # sequential: the last occurrence wins
+        for i, v in zip(indices, values, strict=True):  # sequential: the last occurrence wins
             self.mass[i] = v
 
     def find(self, target):
@@ -133,7 +133,7 @@ def test_drift_free_after_a_million_float32_updates():
     assert abs(float(sum_tree.total(tree)) - exact) <= bound * exact
     # Internal nodes equal a fresh rebuild from the leaves.
     fresh = sum_tree.rebuild(tree)
-    for a, b in zip(tree.sums + tree.mins, fresh.sums + fresh.mins):
+    for a, b in zip(tree.sums + tree.mins, fresh.sums + fresh.mins, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert float(sum_tree.minimum(tree)) == expected[expected > 0].min()
 

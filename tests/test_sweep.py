@@ -194,7 +194,7 @@ def test_cli_sweep_prints_a_table_and_json_per_point(tmp_path, capsys):
               for row in summary["sweep"]]
     assert points == [(1e-3, 0.0, [0, 1]), (1e-3, 0.01, [0, 1]), (2.5e-4, 0.0, [0, 1]),
                       (2.5e-4, 0.01, [0, 1])]
-    for row, lanes in zip(summary["sweep"], ([0, 1], [2, 3], [4, 5], [6, 7])):
+    for row, lanes in zip(summary["sweep"], ([0, 1], [2, 3], [4, 5], [6, 7]), strict=True):
         finals = [summary["final_returns"][i] for i in lanes]
         assert row["final_return"] == pytest.approx(np.mean(finals))
     assert "learning_rate  ent_coef" in err and "best: learning_rate=" in err
