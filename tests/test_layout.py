@@ -79,3 +79,74 @@ def test_the_graph_sees_function_local_and_package_imports():
 def test_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+#: Each package's layer (DESIGN.md); a module may import its own layer and those below.
+LAYERS = {
+    "platform": 0, "axes": 0,
+    "losses": 1,
+    "networks": 2, "replay": 2, "envs": 2, "blocks": 2,
+    "algos": 3,
+    "parallel": 4,
+    "runner": 5,
+    "cli": 6, "__main__": 6,
+}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None  # None: the package's own __init__
+
+
+def test_every_module_has_a_layer():
+    assert {_layer(m) for m in import_graph()} - {None} <= set(LAYERS)
+
+
+def test_imports_point_down_the_layers():
+    """Building blocks know nothing of algorithms, algorithms nothing of the runtimes,
+    the runtimes nothing of the runner."""
+    up = [(m, e) for m, edges in import_graph().items() for e in edges
+          if _layer(m) and _layer(e) and LAYERS[_layer(e)] > LAYERS[_layer(m)]]
+    assert not up, up
+
+
+def test_losses_import_only_jax_chex_and_optax():
+    allowed = {"jax", "chex", "optax", "__future__", "typing", "collections", "math",
+               "functools"}
+    for path in sorted((ROOT / "losses").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top in allowed or name.startswith("jaxrl_par.losses"), (path, name)
+
+
+def test_public_jax_api_only():
+    """No ``jax._src``, no private attribute of a jax object, no patched lowering table:
+    each breaks silently on a jax release."""
+    import re
+
+    private = re.compile(r"\bjax(lib)?(\.[A-Za-z]\w*)*\._\w+|_platform_specific_lowerings"
+                         r"|\.dtype\._impl|\bfrom jax(lib)?\._src\b|\bimport jax(lib)?\._src\b")
+    found = [f"{p.relative_to(ROOT.parent)}:{n}: {line.strip()}"
+             for p in sorted(ROOT.rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if private.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_the_top_level_names_its_public_api():
+    """``__all__`` is a static list; every name in it resolves (the runner's ``train`` is
+    the function, not a module); ``dir()`` shows them."""
+    import types
+
+    tree = ast.parse((ROOT / "__init__.py").read_text())
+    (value,) = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                and any(getattr(t, "id", None) == "__all__" for t in n.targets)]
+    assert isinstance(value, ast.List) and all(isinstance(e, ast.Constant) for e in value.elts)
+    for name in jaxrl_par.__all__:
+        assert getattr(jaxrl_par, name) is not None, name
+    assert callable(jaxrl_par.train) and not isinstance(jaxrl_par.train, types.ModuleType)
+    from jaxrl_par import ppo, train  # noqa: F401  (the README's import)
+
+    assert set(jaxrl_par.__all__) <= set(dir(jaxrl_par))

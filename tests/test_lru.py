@@ -1,6 +1,6 @@
 import pytest
 
-from jaxrl_par.runner.lru import LRU
+from jaxrl_par.parallel.lru import LRU
 
 
 def test_a_hit_makes_nothing_and_the_least_recently_used_goes_first():

@@ -17,7 +17,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl_par.runner.checkpoint import is_key
+
+def is_key(x) -> bool:
+    """True for a typed PRNG key array (packed as its key data)."""
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
 
 Packed = tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]  # (flat per dtype, keys)
 

@@ -29,7 +29,8 @@ import numpy as np
 from jaxrl_par import axes
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, scan_updates
-from jaxrl_par.runner import lru, memory
+from jaxrl_par.parallel import lru
+from jaxrl_par.runner import memory
 
 _MAX_COMPILED = 8
 _compiled = lru.LRU(_MAX_COMPILED)
