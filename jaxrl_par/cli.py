@@ -11,7 +11,10 @@ import threading
 
 import numpy as np
 
-from jaxrl_par import algos  # no gymnax here: hosts must join before it is imported
+from jaxrl_par import (
+    algos,  # no gymnax here: hosts must join before it is imported
+    platform,
+)
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.platform import cpu_threads
 from jaxrl_par.runner import interrupt
@@ -80,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
                         "the same command again skips most of the compile)")
     t.add_argument("--cpu-threads", default="auto", metavar="auto|default|N",
                    help=CPU_THREADS_HELP)
+    t.add_argument("--platform-tuning", choices=("on", "off"), default=None,
+                   help="platform-specific lowerings (jaxrl_par/platform, "
+                        "docs/performance.md): on (default) or off, to compare; sets "
+                        "$JAXRL_PAR_PLATFORM_TUNING for this run")
     par = t.add_argument_group("devices and hosts (see docs/scaling.md)")
     par.add_argument("--devices", type=int, default=None,
                      help="train on a ('pop','data') mesh of N devices (all hosts' together); "
@@ -447,6 +454,8 @@ def cmd_train(args) -> int:
     # first: XLA reads its CPU pool's size and device count when jax starts, and
     # importing the runner starts it (gymnax computes at import)
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
+    if args.platform_tuning is not None:
+        os.environ[platform.SETTING] = args.platform_tuning
     if args.actor_learner:
         cpu_threads.devices(2, warn=False)  # on CPU: two devices of the cores, at once
     elif args.devices is not None and args.devices > 1 and not _multi_host(args):
@@ -545,6 +554,7 @@ def cmd_train(args) -> int:
         "steps_per_second": float(result.steps_per_second),
         "compile_seconds": float(result.compile_seconds),
         "cpu_threads": pool,  # XLA:CPU's pool (None: its default, one thread per core)
+        "platform_tuning": platform.tuning(),
         **({"eval_seconds": float(result.eval_seconds)} if result.eval_seconds else {}),
     }
     staleness = result.metrics.get("staleness")

@@ -43,9 +43,11 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary) == {"algo", "env", "seeds", "env_steps", "final_return",
                             "final_return_std", "final_returns", "steps_per_second",
-                            "compile_seconds", "cpu_threads", "greedy_return",
-                            "greedy_return_std", "greedy_returns", "eval_seconds"}
+                            "compile_seconds", "cpu_threads", "platform_tuning",
+                            "greedy_return", "greedy_return_std", "greedy_returns",
+                            "eval_seconds"}
     assert summary["cpu_threads"] == 1  # --cpu-threads auto, one program at a time
+    assert summary["platform_tuning"] is True  # jaxrl_par.platform, on by default
     assert len(summary["final_returns"]) == 2
     assert summary["final_return"] == pytest.approx(np.mean(summary["final_returns"]))
     assert summary["algo"] == "ppo" and summary["env"] == "CartPole-v1"
