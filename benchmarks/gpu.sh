@@ -11,11 +11,9 @@
 # On a remote accelerator: `--prepare` here, then `bash benchmarks/gpu.sh` there with .whl/
 # copied along; the default sections end within their caps, about 9 minutes in all.
 #
-# Sections (default: tests ab xla kernels ppo dqn; their caps sum to ~9 min, so with a machine's
+# Sections (default: tests xla kernels ppo dqn; their caps sum to ~9 min, so with a machine's
 # start-up they fill most of a 15-minute device budget, and one command may run 10 min):
-#   tests        pytest of the PRNG, env and network tests on the accelerator
-#   ab           benchmarks/ppo_ab.py: GAE as a scan (A) against the associative scan (B),
-#                in one process, at 4 and 4096 envs (decides returns.gae_advantages' "auto")
+#   tests        pytest of the env, network and platform tests on the accelerator
 #   xla          the README job with XLA's default command buffers against ones that also take
 #                loops and conditionals (XLA_FLAGS=--xla_gpu_enable_command_buffer=...,WHILE)
 #   kernels      benchmarks/kernel_counts.py: kernel launches per PPO update, ours and rejax
@@ -128,17 +126,15 @@ else
   CAPS=(60 45 200 45 100)
   RCAP=(--capacities 1048576 --kinds minatar --repeats 2 --calls 3 --scan-length 8)
 fi
-for s in ${SECTIONS:-tests ab xla kernels ppo dqn}; do
+for s in ${SECTIONS:-tests xla kernels ppo dqn}; do
   case "$s" in
     tests) section tests "${CAPS[0]}" "$PY" -m pytest -q -x -p no:cacheprovider \
-             tests/test_rng.py tests/test_envs.py tests/test_networks.py ;;
+             tests/test_envs.py tests/test_networks.py tests/test_platform.py ;;
     cli)
       section cli_default "${CAPS[1]}" "$PY" -m jaxrl_par train ppo --no-progress --json \
         ${QUICK:+--total-timesteps 4096}
       section cli_2048 "${CAPS[1]}" "$PY" -m jaxrl_par train ppo "${BIG[@]}" --chunks 4 \
         --no-progress --json ;;
-    ab) section ab 90 "$PY" benchmarks/ppo_ab.py --settings "$AB_SETTINGS" --rounds "$AB_ROUNDS" \
-          --a gae_method=scan --b gae_method=associative --out "$DEST/ppo_ab_gae.json" ;;
     xla)
       # The README job, alternated: XLA's default command buffers against ones that also
       # take loops (WHILE) and conditionals, so a whole loop can run as one CUDA graph

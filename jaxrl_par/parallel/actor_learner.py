@@ -37,8 +37,7 @@ import numpy as np
 from jaxrl_par import algos
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import algorithm_name
-from jaxrl_par.parallel import packing
-from jaxrl_par.parallel import lru
+from jaxrl_par.parallel import lru, packing
 
 # The compiled halves of recent runs, keyed by the parts themselves, the two devices and
 # the halves' shapes, so a second run of the same algorithm compiles nothing (as the
