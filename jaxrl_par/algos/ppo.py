@@ -151,9 +151,11 @@ def make_rollout(config: Config) -> Callable[[State, jax.Array], tuple]:
     acting, ``num_steps`` steps of every env with the current policy
     (:func:`jaxrl_par.blocks.rollouts.policy_rollout`); records are ``[T, N, ...]`` and
     ``extras.value`` is None (PPO evaluates the critic after the rollout)."""
-    cfg = config
-    spec = envs.make(cfg.env, 1)
-    network = cfg.actor_critic(spec)
+    return _rollout(config, config.actor_critic(envs.make(config.env, 1)))
+
+
+def _rollout(cfg: Config, network: ActorCritic) -> Callable[[State, jax.Array], tuple]:
+    """:func:`make_rollout`'s ``rollout`` acting with ``network``."""
 
     def rollout(state: State, key: jax.Array):
         env = envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
@@ -258,7 +260,7 @@ def make(config: Config) -> Algorithm:
     def prepare(stats, obs):
         return normalize(stats, obs) if cfg.normalize_obs else obs
 
-    rollout = make_rollout(cfg)
+    rollout = _rollout(cfg, network)
 
     def scaled_rewards(state: State, ts, gamma):
         """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards

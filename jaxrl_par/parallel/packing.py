@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 
 def is_key(x) -> bool:
-    """True for a typed PRNG key array (packed as its key data)."""
+    """True for a typed PRNG key array, or its ``jax.ShapeDtypeStruct`` (a leaf of an
+    abstract template): packed, and checkpointed, as its key data."""
     return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 

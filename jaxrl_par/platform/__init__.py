@@ -12,8 +12,8 @@ plain path.
   chosen before jax starts (the CLI's ``--cpu-threads`` and ``--devices``).
 
 One setting switches the lowering choices off, so both paths can be compared: the
-environment variable ``JAXRL_PAR_PLATFORM_TUNING=off`` (default ``on``), read when an
-algorithm builds its networks.
+environment variable ``JAXRL_PAR_PLATFORM_TUNING=off`` (default ``on``), read when a
+network is traced (its parameters are the same either way).
 """
 
 from __future__ import annotations

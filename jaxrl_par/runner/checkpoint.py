@@ -12,11 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def is_key(x) -> bool:
-    """True for a typed PRNG key array (saved as its key data), or its
-    ``jax.ShapeDtypeStruct`` (a leaf of an abstract template)."""
-    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+from jaxrl_par.parallel.packing import is_key  # keys are saved as their key data
 
 
 def key_data_shape(t) -> tuple[int, ...]:

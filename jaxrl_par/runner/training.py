@@ -126,6 +126,10 @@ class TrainResult:
         return np.where(count > 0, total / np.maximum(count, 1), self.returns)
 
 
+_ASYNC_ALONE = ("async_workers places its workers on devices itself; it does not combine "
+                "with actor_learner, devices, pop or chunk_fn_factory")
+
+
 def _given(runtime_arg: Any) -> bool:
     """Whether an ``actor_learner``/``async_workers`` argument asks for its runtime."""
     return runtime_arg is not None and runtime_arg is not False
@@ -180,15 +184,11 @@ def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop
                   "turns on it; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count=2 "
                   "before importing jax for two", file=sys.stderr)
         if _given(async_workers):
-            raise ValueError("async_workers places its workers on devices itself; it does "
-                             "not combine with actor_learner, devices, pop or "
-                             "chunk_fn_factory")
+            raise ValueError(_ASYNC_ALONE)
         return programs.Runtime(pipeline=pipeline)
     if _given(async_workers):
         if devices is not None or pop is not None or chunk_fn_factory is not None:
-            raise ValueError("async_workers places its workers on devices itself; it does "
-                             "not combine with actor_learner, devices, pop or "
-                             "chunk_fn_factory")
+            raise ValueError(_ASYNC_ALONE)
         if jax.process_count() > 1:
             raise ValueError("async_workers runs within one process")
         return programs.Runtime(pipeline=async_workers if isinstance(async_workers,
