@@ -26,13 +26,40 @@ CPU_THREADS_HELP = ("threads XLA runs a program's kernels on, on CPU: auto (defa
                     "the environment is kept under auto (jaxrl_par/platform/cpu_threads.py)")
 
 
+class _TrainHelp(argparse.Action):
+    """``-h``/``--help`` of ``train``: the options, then the fields of the Config of the
+    algorithm named before it (``jaxrl-par train ppo --help``), with type, default and
+    meaning."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help=None):  # noqa: A002
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        algo = getattr(namespace, "algo", None)
+        if algo in algos.ALGORITHMS:
+            from jaxrl_par.algos.fields import table
+
+            print(f"\n{algo}.Config (set with --set FIELD=VALUE):\n")
+            print(table(algos.get(algo).Config))
+        else:
+            print("\n`jaxrl-par train ALGO --help` lists ALGO's Config fields.")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
+    from jaxrl_par import __version__
+
     p = argparse.ArgumentParser(
         prog="jaxrl-par",
         description="Reinforcement learning on the accelerator: every parallel paradigm, one API.",
     )
+    p.add_argument("--version", action="version", version=f"jaxrl-par {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train an algorithm on an environment")
+    t = sub.add_parser("train", help="train an algorithm on an environment", add_help=False)
+    t.add_argument("-h", "--help", action=_TrainHelp,
+                   help="show this help and the Config fields of the ALGO given before it")
     t.add_argument("algo", help=f"one of: {', '.join(sorted(algos.ALGORITHMS))}")
     t.add_argument("--env", default=None, help="environment id (default: the algorithm's)")
     t.add_argument("--seeds", type=int, default=None,
@@ -47,7 +74,12 @@ def _parser() -> argparse.ArgumentParser:
                         "(its log dir) or an object of fields; --env, --total-timesteps and "
                         "--set apply on top")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="set any Config field, e.g. --set num_envs=16 (repeatable)")
+                   help="set any Config field, e.g. --set num_envs=16 or --set "
+                        "hidden_sizes=[128,128] (repeatable; `train ALGO --help` lists "
+                        "the fields)")
+    t.add_argument("--print-config", action="store_true",
+                   help="print the resolved Config (defaults, --config, --env, "
+                        "--total-timesteps and --set applied) as JSON, and exit")
     t.add_argument("--sweep", action="append", default=[], metavar="FIELD=V1,V2,...",
                    help="train every seed at every value (repeatable: the grid of all "
                         "given fields) as one vmapped batch, e.g. --sweep "
@@ -450,6 +482,15 @@ def trim_compile_cache(path: str, limit: int | None) -> int:
 
 def cmd_train(args) -> int:
     import dataclasses
+
+    if args.print_config:
+        from jaxrl_par.runner.records import jsonable
+
+        cfg = _config(args)
+        record = {"config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}",
+                  **dataclasses.asdict(cfg)}
+        print(json.dumps(jsonable(record), indent=2))
+        return 0
 
     # first: XLA reads its CPU pool's size and device count when jax starts, and
     # importing the runner starts it (gymnax computes at import)

@@ -430,36 +430,6 @@ def _as_recorded_before(log, field: str) -> None:
                                                    if k != field}})
 
 
-@pytest.mark.parametrize("env", ["ProbeContinuous-v0", "ProbeAction-v0"])
-def test_a_run_recorded_before_normalize_rewards_loads_and_resumes_as_it_was(tmp_path, env):
-    """PPO before ``normalize_rewards`` existed trained without it (no reward statistics
-    in its state). A record that lacks the field loads with its legacy value (False). A
-    resume at the default "auto" continues a discrete-action run (off there too); for
-    continuous actions it is an error that names the setting that continues the run."""
-    from jaxrl_par.runner.runs import load_run
-
-    cfg = ppo.Config(env=env, num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1,
-                     total_timesteps=2 * 8 * 3, normalize_rewards=False)
-    log = tmp_path / "run"
-    done = train(ppo.make(cfg), [0], log_dir=str(log), progress=False)
-    _as_recorded_before(log, "normalize_rewards")
-
-    run = load_run(str(log))
-    assert run.algo.config.normalize_rewards is False
-    _assert_trees_equal(run.state, done.state)
-    auto = ppo.make(dataclasses.replace(cfg, normalize_rewards="auto"))
-    if env == "ProbeContinuous-v0":
-        with pytest.raises(ValueError, match=r"before normalize_rewards, whose state lacks its "
-                                             r"reward statistics: resume it with "
-                                             r"normalize_rewards=false"):
-            train(auto, [0], log_dir=str(log), resume=True, progress=False)
-        again = train(ppo.make(cfg), [0], log_dir=str(log), resume=True, progress=False)
-    else:
-        again = train(auto, [0], log_dir=str(log), resume=True, progress=False)
-    assert again.updates_run == 0
-    _assert_trees_equal(again.state, done.state)
-
-
 def test_progress_says_it_is_compiling_before_the_bar_moves(capsys):
     algo = toy_algo.make(TOY)
     result = train(algo, [0, 1], num_chunks=4, progress=True)

@@ -10,13 +10,12 @@ of clipped updates does.
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxrl_par.algos import a3c
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.fields import configclass
 
 
-@dataclasses.dataclass(frozen=True)
+@configclass
 class Config(a3c.Config):
     """A2C hyperparameters: A3C's with one worker of 8 envs acting 8 steps (the 64 env
     steps per gradient of A3C's default workers). The defaults solve CartPole-v1 within

@@ -40,7 +40,6 @@ device, applies what it would on one. With A2C this is synchronous data-parallel
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import ClassVar
 
@@ -62,7 +61,20 @@ from jaxrl_par.algos.base import (
     staleness_metrics,
     worker_copies,
 )
-from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.algos.config import RolloutSchedule
+from jaxrl_par.algos.fields import (
+    ActorCriticLoss,
+    ActorCriticNetwork,
+    Annealing,
+    DataParallel,
+    Optimizer,
+    RolloutLength,
+    Run,
+    Vectorized,
+    Workers,
+    configclass,
+    field,
+)
 from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 from jaxrl_par.envs import host
@@ -70,38 +82,23 @@ from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(RolloutSchedule):
-    """A3C hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps."""
+@configclass
+class Config(RolloutSchedule, DataParallel, ActorCriticNetwork, ActorCriticLoss, Annealing,
+             Optimizer, RolloutLength, Vectorized, Workers, Run):
+    """A3C hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps. With
+    ``axis_name`` set, each worker's envs are split over the devices of that axis and
+    its pushes averaged over them."""
 
-    LEGACY_VALUES: ClassVar[dict] = {}
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "vf_coef", "ent_coef",
                                   "max_grad_norm")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
-    env: str = "CartPole-v1"
-    num_workers: int = 4  # K: workers, each pushing its own gradients
-    num_envs: int = 4  # envs of each worker
+    num_envs: int = 4  # of each worker
     num_steps: int = 16  # t_max: steps each worker acts per gradient
-    total_timesteps: int = 500_000
     learning_rate: float = 1e-3
-    anneal_lr: bool = True  # linear decay to 0 over the run's pushes
-    gamma: float = 0.99
-    vf_coef: float = 0.5
     ent_coef: float = 0.0  # SB3's A2C default; 0.01 keeps some CartPole seeds from solving
-    max_grad_norm: float = 0.5  # global-norm clipping of each push (0: off)
-    # Each worker divides its rewards by the running std of its envs' discounted
-    # returns: True, False, or "auto" (on for continuous actions).
-    normalize_rewards: bool | str = "auto"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    shared_torso: bool = False
-    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
-    returns_method: str = "auto"  # the backward recursion (see returns.gae_advantages)
-    sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
-    # Set by jaxrl_par.parallel for data parallelism: each worker's envs are split over
-    # the devices of this axis and its pushes averaged over them.
-    axis_name: str | None = None
+    returns_method: str = field("auto", "the n-step returns' backward recursion (see "
+                                "returns.gae_advantages)")
 
     @property
     def batch_size(self) -> int:
@@ -110,10 +107,6 @@ class Config(RolloutSchedule):
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_workers", "num_envs", "num_steps", "total_timesteps",
-                                 "learning_rate"),
-                 unit_interval=("gamma",),
-                 non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
         envs.check_env_id(self.env)
         if self.returns_method not in GAE_METHODS:
             raise ValueError(f"returns_method={self.returns_method!r}; choose from "

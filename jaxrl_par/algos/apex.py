@@ -41,7 +41,6 @@ share); rows beyond that are dropped and reported as ``dropped_fraction``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 import jax
@@ -52,8 +51,21 @@ from flax import struct
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, Pipeline, clipped_adam, pipelined_update
-from jaxrl_par.algos.config import validate
 from jaxrl_par.algos.dqn import make_q_network
+from jaxrl_par.algos.fields import (
+    ActorLearner,
+    DataParallel,
+    Network,
+    Optimizer,
+    Pipelined,
+    Prioritized,
+    QLearning,
+    Replay,
+    RolloutLength,
+    Run,
+    configclass,
+    field,
+)
 from jaxrl_par.algos.q_common import (
     NStepCarry,
     Transition,
@@ -68,62 +80,47 @@ from jaxrl_par.algos.q_common import (
 from jaxrl_par.blocks.exploration import apex_epsilons
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
+@configclass
+class Config(DataParallel, Network, Pipelined, ActorLearner, Prioritized, QLearning, Replay,
+             Optimizer, RolloutLength, Run):
     """Ape-X hyperparameters: the paper's structure (ladder, n-step double Q, dueling, PER)
     at a size that solves the default env, CartPole-v1, within the default budget on a
     CPU. Longer runs at this learning rate can lose the solution again, as DQN on CartPole
-    often does."""
+    often does. With ``axis_name`` set, each device keeps one replay shard and the
+    learner takes one global batch."""
 
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "max_grad_norm", "gamma", "huber_delta",
                                   "per_beta")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
-    env: str = "CartPole-v1"
-    num_actors: int = 16  # global env lanes, one exploration rate each
-    num_steps: int = 4  # env steps per actor in one update
     total_timesteps: int = 100_000
-    buffer_size: int = 50_000  # per shard
-    batch_size: int = 256  # per shard
-    learner_steps_per_iteration: int = 8
-    learning_starts: int = 1_000  # env steps (all actors) before the first learner step
+    buffer_size: int = 50_000
+    batch_size: int = 256
+    learning_starts: int = 1_000
     learning_rate: float = 1e-3
-    max_grad_norm: float = 40.0  # global-norm clipping (0: off)
-    gamma: float = 0.99
+    max_grad_norm: float = 40.0
     n_step: int = 3
     dueling: bool = True
-    loss: str = "huber"  # "huber" or "mse"
-    huber_delta: float = 1.0
-    target_period: int = 50  # learner steps between target copies
-    actor_sync_period: int = 8  # learner steps between parameter pulls by the actors
-    epsilon: float = 0.4  # Ape-X ladder base
-    epsilon_alpha: float = 7.0  # Ape-X ladder exponent
-    per_alpha: float = 0.6
-    per_beta: float = 0.4
-    priority_eps: float = 1e-6
+    loss: str = "huber"
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: str = "relu"
-    axis_name: str | None = None  # one replay shard per device, one global batch
-    # Rows each shard computes per learner step when sharded (None: 2 * batch_size, at
-    # most the global batch D * batch_size, which never drops a row).
-    max_per_shard: int | None = None
-    # Actors' batch learned from one update later, so acting and learning can run at once
-    # on two devices (train(..., actor_learner=True)); see the module docstring.
-    pipeline: bool = False
-    # Fields held per lane in the state, so one program trains a sweep of their values
-    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
-    sweep: tuple[str, ...] = ()
+    num_actors: int = field(16, "global env lanes, one exploration rate each",
+                            range="positive")
+    num_steps: int = 4
+    learner_steps_per_iteration: int = field(8, "learner steps per update",
+                                             range="positive")
+    target_period: int = field(50, "learner steps between target copies", range="positive")
+    actor_sync_period: int = 8
+    epsilon: float = field(0.4, "base of the Ape-X exploration ladder", range="unit_interval")
+    epsilon_alpha: float = field(7.0, "exponent of the Ape-X exploration ladder",
+                                 range="non_negative")
+    max_per_shard: int | None = field(
+        None, "rows each shard computes per learner step when sharded (None: 2 * "
+        "batch_size, at most the global batch D * batch_size, which never drops a row)")
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_actors", "num_steps", "total_timesteps", "buffer_size",
-                                 "batch_size", "learner_steps_per_iteration", "learning_rate",
-                                 "n_step", "target_period", "actor_sync_period",
-                                 "huber_delta"),
-                 non_negative=("learning_starts", "max_grad_norm", "per_alpha",
-                               "priority_eps", "epsilon_alpha"),
-                 unit_interval=("gamma", "epsilon", "per_beta"))
         check_q_config(self, "num_actors*num_steps")
         if self.max_per_shard is not None and (not isinstance(self.max_per_shard, int)
                                                or self.max_per_shard < 1):

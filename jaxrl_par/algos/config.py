@@ -1,9 +1,10 @@
-"""Config helpers shared by every algorithm: eager validation and ``field=value`` parsing."""
+"""Config helpers shared by every algorithm: the schedules that follow from a Config's
+fields, and ``field=value`` parsing (``--set``)."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import difflib
 import typing
 from typing import Any
 
@@ -13,26 +14,6 @@ from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic
 def algorithm_name(cfg) -> str:
     """The name of the algorithm ``cfg`` configures: its module's, e.g. ``"ppo"``."""
     return type(cfg).__module__.rsplit(".", 1)[-1]
-
-
-def validate(cfg, positive=(), non_negative=(), unit_interval=()) -> None:
-    """Raises ``ValueError`` naming the field for a value outside its range or NaN."""
-    for name in positive:
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and v > 0):
-            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be > 0, got {v!r}")
-    for name in non_negative:
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and v >= 0):
-            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be >= 0, got {v!r}")
-    for name in unit_interval:
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and 0 <= v <= 1):
-            raise ValueError(f"{type(cfg).__module__}.Config.{name} must be in [0, 1], got {v!r}")
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        if isinstance(v, float) and math.isnan(v):
-            raise ValueError(f"Config.{f.name} is NaN")
 
 
 class RolloutSchedule:
@@ -116,6 +97,14 @@ class ReplaySchedule:
                 "pick a divisor so every update takes a whole number of gradient steps")
 
 
+def _sequence_items(text: str) -> list[str]:
+    """The comma-separated items of ``text``, without enclosing brackets or parentheses."""
+    text = text.strip()
+    if text[:1] in "([" and text[-1:] in ")]":
+        text = text[1:-1]
+    return text.split(",")
+
+
 def _parse_value(text: str, annotation: Any, default: Any):
     """Parses ``text`` as the type of a config field (from its default or annotation)."""
     if isinstance(annotation, str):
@@ -134,11 +123,12 @@ def _parse_value(text: str, annotation: Any, default: Any):
         return text.lower() == "true"
     if kind.startswith("tuple[str") or (typing.get_origin(annotation) is tuple
                                         and typing.get_args(annotation)[:1] == (str,)):
-        # names, e.g. sweep=learning_rate,ent_coef
-        return tuple(p.strip() for p in text.replace("(", "").replace(")", "").split(",")
-                     if p.strip())
+        # names, e.g. sweep=learning_rate,ent_coef or the form config.json writes,
+        # sweep=["learning_rate", "ent_coef"]
+        return tuple(p.strip().strip("'\"") for p in _sequence_items(text) if p.strip())
     if isinstance(default, tuple) or kind.startswith("tuple"):
-        parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
+        # 64,64 or (64, 64) or [64, 64] (the form config.json writes)
+        parts = [p for p in _sequence_items(text) if p.strip()]
         return tuple(int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts)
     members = kind.split(" | ")  # an optional field, e.g. "int | None", defaults to None
     if isinstance(default, int) or kind == "int" or (default is None and "int" in members):
@@ -174,7 +164,9 @@ def apply_overrides(cfg, overrides: dict[str, str] | list[str]):
     changes = {}
     for name, text in overrides.items():
         if name not in fields:
-            raise ValueError(f"unknown config field {name!r}; valid fields: {listing}")
+            close = difflib.get_close_matches(name, list(fields), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ValueError(f"unknown config field {name!r}; {hint}valid fields: {listing}")
         try:
             changes[name] = _parse_value(text, hints.get(name), getattr(cfg, name))
         except ValueError as e:

@@ -18,7 +18,6 @@ With ``axis_name`` set (data parallel), each shard keeps its own replay of its e
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import ClassVar
 
@@ -30,7 +29,24 @@ from flax import struct
 from jaxrl_par import algos, axes, envs, replay
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import ReplaySchedule, validate
+from jaxrl_par.algos.config import ReplaySchedule
+from jaxrl_par.algos.fields import (
+    DataParallel,
+    EpsilonDecay,
+    Network,
+    Optimizer,
+    Polyak,
+    Prioritized,
+    QLearning,
+    Replay,
+    RolloutLength,
+    Run,
+    TargetNetwork,
+    TrainFrequency,
+    Vectorized,
+    configclass,
+    field,
+)
 from jaxrl_par.algos.q_common import (
     NStepCarry,
     act_steps,
@@ -44,58 +60,29 @@ from jaxrl_par.blocks.exploration import linear_epsilon
 from jaxrl_par.networks import QNetwork
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(ReplaySchedule):
+@configclass
+class Config(ReplaySchedule, DataParallel, Network, Prioritized, EpsilonDecay, Polyak,
+             TargetNetwork, QLearning, TrainFrequency, Replay, Optimizer, RolloutLength,
+             Vectorized, Run):
     """DQN hyperparameters. Defaults follow PureJaxRL's DQN on CartPole-v1 (10 envs,
     one gradient step of 128 per 10 env steps, target copy every 500 env steps), with
-    10 env steps per env in one update (10 gradient steps)."""
+    10 env steps per env in one update (10 gradient steps). With ``axis_name`` set,
+    ``buffer_size`` and ``batch_size`` are per shard."""
 
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "max_grad_norm", "tau",
                                   "epsilon_start", "epsilon_end", "huber_delta", "per_beta")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
-    env: str = "CartPole-v1"
-    num_envs: int = 10  # global: split over the data axis when sharded
-    num_steps: int = 10  # env steps per env in one update
-    total_timesteps: int = 500_000
-    buffer_size: int = 10_000  # per shard
-    batch_size: int = 128  # per shard
-    learning_starts: int = 10_000  # env steps (all envs) before the first gradient step
-    train_frequency: int = 10  # env steps (all envs) per gradient step
-    learning_rate: float = 2.5e-4
-    max_grad_norm: float = 10.0  # global-norm clipping (0: off)
-    gamma: float = 0.99
-    n_step: int = 1
-    double_q: bool = True
-    dueling: bool = False
-    loss: str = "mse"  # "huber" or "mse"
-    huber_delta: float = 1.0
-    target_update_period: int = 50  # gradient steps between target updates
-    tau: float = 1.0  # 1: hard copy; < 1: Polyak averaging every target_update_period
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    exploration_fraction: float = 0.5  # of total_timesteps to decay epsilon over
-    prioritized: bool = False
-    per_alpha: float = 0.6
-    per_beta: float = 0.4  # annealed linearly to 1 over the run
-    priority_eps: float = 1e-6
+    num_envs: int = 10
+    num_steps: int = 10
+    max_grad_norm: float = 10.0
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: str = "relu"
-    # Fields held per lane in the state, so one program trains a sweep of their values
-    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
-    sweep: tuple[str, ...] = ()
-    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+    prioritized: bool = field(False, "prioritized replay (Schaul et al. 2016)")
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_envs", "num_steps", "total_timesteps", "buffer_size",
-                                 "batch_size", "train_frequency", "learning_rate", "n_step",
-                                 "target_update_period", "huber_delta"),
-                 non_negative=("learning_starts", "max_grad_norm", "per_alpha",
-                               "priority_eps"),
-                 unit_interval=("gamma", "epsilon_start", "epsilon_end",
-                                "exploration_fraction", "per_beta", "tau"))
         if self.tau <= 0:
             raise ValueError("dqn.Config.tau must be in (0, 1]: 1 for a hard target copy")
         check_q_config(self, "num_envs*num_steps")

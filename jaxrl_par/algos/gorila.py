@@ -25,7 +25,6 @@ gradient; only with ``async_workers``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import ClassVar
 
@@ -48,8 +47,23 @@ from jaxrl_par.algos.base import (
     staleness_metrics,
     worker_copies,
 )
-from jaxrl_par.algos.config import ReplaySchedule, validate
+from jaxrl_par.algos.config import ReplaySchedule
 from jaxrl_par.algos.dqn import make_q_network
+from jaxrl_par.algos.fields import (
+    ActorLearner,
+    EpsilonDecay,
+    Network,
+    Optimizer,
+    Polyak,
+    QLearning,
+    Replay,
+    RolloutLength,
+    Run,
+    TargetNetwork,
+    Vectorized,
+    Workers,
+    configclass,
+)
 from jaxrl_par.algos.q_common import (
     NStepCarry,
     act_steps,
@@ -63,41 +77,24 @@ from jaxrl_par.blocks.exploration import epsilon_greedy_from_draws, linear_epsil
 from jaxrl_par.envs import host
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(ReplaySchedule):
+@configclass
+class Config(ReplaySchedule, Network, ActorLearner, EpsilonDecay, Polyak, TargetNetwork,
+             QLearning, Replay, Optimizer, RolloutLength, Vectorized, Workers, Run):
     """Gorila hyperparameters. Defaults: DQN's (PureJaxRL's CartPole settings: a gradient
     of 128 per 10 env steps, target copy every 50 gradients), over 4 bundles of 2 envs.
-    They solve CartPole-v1 within 5e5 env steps."""
+    They solve CartPole-v1 within 5e5 env steps. The server's gradient steps are the
+    bundles' pushes."""
 
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "max_grad_norm", "tau",
                                   "epsilon_start", "epsilon_end", "huber_delta")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)
 
-    env: str = "CartPole-v1"
-    num_workers: int = 4  # bundles (actor + replay + learner), each pushing gradients
-    num_envs: int = 2  # envs of each bundle
-    num_steps: int = 5  # env steps per env between a bundle's pushes
-    total_timesteps: int = 500_000
     buffer_size: int = 2_500  # each bundle's replay (10,000 over the 4: DQN's)
-    batch_size: int = 128
-    learning_starts: int = 10_000  # env steps (all bundles) before the first push
-    learning_rate: float = 2.5e-4
-    max_grad_norm: float = 10.0  # global-norm clipping of each push (0: off)
-    gamma: float = 0.99
-    n_step: int = 1
-    double_q: bool = True
-    dueling: bool = False
-    loss: str = "mse"  # "huber" or "mse"
-    huber_delta: float = 1.0
-    target_update_period: int = 50  # pushes between the server's target updates
-    tau: float = 1.0  # 1: hard copy; < 1: Polyak averaging every target_update_period
-    actor_sync_period: int = 1  # pushes the server moves past a copy before it is re-pulled
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    exploration_fraction: float = 0.5  # of total_timesteps to decay epsilon over
+    max_grad_norm: float = 10.0  # of each push
     hidden_sizes: tuple[int, ...] = (120, 84)
     activation: str = "relu"
-    sweep: tuple[str, ...] = ()
+    num_envs: int = 2  # of each bundle
+    num_steps: int = 5  # per env between a bundle's pushes
 
     @property
     def env_steps_per_push(self) -> int:
@@ -111,13 +108,6 @@ class Config(ReplaySchedule):
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_workers", "num_envs", "num_steps", "total_timesteps",
-                                 "buffer_size", "batch_size", "learning_rate", "n_step",
-                                 "target_update_period", "huber_delta",
-                                 "actor_sync_period"),
-                 non_negative=("learning_starts", "max_grad_norm"),
-                 unit_interval=("gamma", "epsilon_start", "epsilon_end",
-                                "exploration_fraction", "tau"))
         if self.tau <= 0:
             raise ValueError("gorila.Config.tau must be in (0, 1]: 1 for a hard target copy")
         check_q_config(self, "num_workers*num_envs*num_steps")

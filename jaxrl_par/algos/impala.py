@@ -50,7 +50,22 @@ from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import Algorithm, HostActing, Pipeline, clipped_adam, pipelined_update
-from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.algos.config import RolloutSchedule
+from jaxrl_par.algos.fields import (
+    ActorCriticLoss,
+    ActorCriticNetwork,
+    ActorLearner,
+    Annealing,
+    DataParallel,
+    Minibatches,
+    Optimizer,
+    Pipelined,
+    RolloutLength,
+    Run,
+    Vectorized,
+    configclass,
+    field,
+)
 from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
 from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
 from jaxrl_par.envs import host
@@ -58,53 +73,35 @@ from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(RolloutSchedule):
+@configclass
+class Config(RolloutSchedule, DataParallel, ActorCriticNetwork, Pipelined, ActorLearner,
+             ActorCriticLoss, Annealing, Optimizer, Minibatches, RolloutLength, Vectorized,
+             Run):
     """IMPALA hyperparameters. The defaults solve CartPole-v1 within 5e5 env steps."""
 
-    LEGACY_VALUES: ClassVar[dict] = {}
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "vtrace_lambda", "rho_bar",
                                   "c_bar", "vf_coef", "ent_coef", "max_grad_norm")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
-    env: str = "CartPole-v1"
-    num_envs: int = 16  # actors' envs, global: split over the data axis when sharded
-    num_steps: int = 32  # unroll length T per update
-    total_timesteps: int = 500_000
-    num_minibatches: int = 2  # learner steps per update; must divide num_envs
+    num_envs: int = 16
+    num_steps: int = 32
     learning_rate: float = 1e-3
-    anneal_lr: bool = True  # linear decay to 0 over the run
-    gamma: float = 0.99
-    vtrace_lambda: float = 1.0
-    rho_bar: float = 1.0  # truncation of the importance weights in the targets and the pg
-    c_bar: float = 1.0  # truncation of the trace's importance weights
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5  # global-norm clipping (0: off)
-    # The learner divides rewards by the running std of each env's discounted return
-    # (as PPO's option): True, False, or "auto" (on for continuous actions).
-    normalize_rewards: bool | str = "auto"
-    actor_sync_period: int = 1  # learner steps between the actors' parameter pulls
-    pipeline: bool = True  # act update u+1's trajectories while learning from update u's
-    # False: V-trace with every importance weight taken as 1, the lag left uncorrected
-    # (an ablation; the weights are still computed and reported).
-    off_policy_correction: bool = True
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    shared_torso: bool = False
-    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
-    vtrace_method: str = "auto"  # the backward recursion (see returns.gae_advantages)
-    sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
-    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+    num_minibatches: int = 2
+    vtrace_lambda: float = field(1.0, "V-trace's lambda", range="unit_interval")
+    rho_bar: float = field(1.0, "truncation of the importance weights in the targets and "
+                           "the policy gradient", range="positive")
+    c_bar: float = field(1.0, "truncation of the trace's importance weights",
+                         range="positive")
+    pipeline: bool = True
+    off_policy_correction: bool = field(
+        True, "false: V-trace with every importance weight taken as 1, the lag left "
+        "uncorrected (an ablation; the weights are still computed and reported)")
+    vtrace_method: str = field("auto", "V-trace's backward recursion (see "
+                               "returns.gae_advantages)")
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_envs", "num_steps", "total_timesteps",
-                                 "num_minibatches", "learning_rate", "rho_bar", "c_bar",
-                                 "actor_sync_period"),
-                 unit_interval=("gamma", "vtrace_lambda"),
-                 non_negative=("vf_coef", "ent_coef", "max_grad_norm"))
         envs.check_env_id(self.env)
         if host.is_host(self.env) and not (self.pipeline and self.axis_name is None):
             raise ValueError(f"impala.Config(env={self.env!r}): host envs are stepped by the "

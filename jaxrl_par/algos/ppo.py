@@ -16,7 +16,6 @@ training on one.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import ClassVar, NamedTuple
@@ -29,7 +28,20 @@ from flax import struct
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.algos.config import RolloutSchedule
+from jaxrl_par.algos.fields import (
+    ActorCriticLoss,
+    ActorCriticNetwork,
+    Annealing,
+    DataParallel,
+    Minibatches,
+    Optimizer,
+    RolloutLength,
+    Run,
+    Vectorized,
+    configclass,
+    field,
+)
 from jaxrl_par.blocks.normalization import (
     RunningStats,
     init_reward_scaling,
@@ -57,58 +69,29 @@ from jaxrl_par.networks import (
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(RolloutSchedule):
+@configclass
+class Config(RolloutSchedule, DataParallel, ActorCriticNetwork, ActorCriticLoss, Annealing,
+             Optimizer, Minibatches, RolloutLength, Vectorized, Run):
     """PPO hyperparameters. Defaults solve CartPole-v1 in 5e5 steps (PureJaxRL's)."""
 
-    #: Fields added since runs were first recorded, each with the value that reproduces
-    #: the behaviour of a run whose recorded config lacks it (see ``jaxrl_par.runner.runs``).
-    LEGACY_VALUES: ClassVar[dict] = {"normalize_rewards": False}
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "gamma", "gae_lambda", "clip_eps",
                                   "vf_coef", "ent_coef", "max_grad_norm")
     SWEEP_POSITIVE: ClassVar[tuple] = ("max_grad_norm",)  # 0 turns clipping off
 
-    env: str = "CartPole-v1"
-    num_envs: int = 4  # global: split over the data axis when sharded
-    num_steps: int = 128  # rollout length T per update
-    total_timesteps: int = 500_000
-    update_epochs: int = 4
-    num_minibatches: int = 4  # must divide num_steps
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True  # linear decay to 0 over the run
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    clip_value_loss: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5  # global-norm clipping (0: off)
-    normalize_advantages: bool = True  # per minibatch (global over devices)
-    normalize_obs: bool = False  # running mean/std of observations
-    # Rewards divided by the running std of each env's discounted return before GAE
-    # (gym's NormalizeReward, as CleanRL's and PureJaxRL's continuous PPO use): values of
-    # order 1 whatever the reward scale (Pendulum: -1,000s per episode). True, False, or
-    # "auto": on for continuous actions, off for discrete (CartPole's PureJaxRL defaults).
-    normalize_rewards: bool | str = "auto"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    shared_torso: bool = False
-    torso: str = "auto"  # "mlp", "cnn", or "auto" (CNN for [H, W, C] observations)
-    # GAE's backward recursion: "scan", "associative", or "auto" (the scan on CPU, the
-    # associative form on GPU/TPU; see returns.gae_advantages).
-    gae_method: str = "auto"
-    # Fields held per lane in the state, so one program trains a sweep of their values
-    # (train(..., hparams=...); see jaxrl_par.algos.hyper). Any of SWEEPABLE.
-    sweep: tuple[str, ...] = ()
-    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+    update_epochs: int = field(4, "passes over each update's batch", range="positive")
+    gae_lambda: float = field(0.95, "GAE's lambda", range="unit_interval")
+    clip_eps: float = field(0.2, "clipping of the probability ratio (and of the value "
+                            "change with clip_value_loss)", range="non_negative")
+    clip_value_loss: bool = field(True, "clip the value loss as the policy's ratio")
+    normalize_advantages: bool = field(True, "normalise advantages per minibatch (global "
+                                       "over devices)")
+    normalize_obs: bool = field(False, "normalise observations by their running mean/std")
+    gae_method: str = field("auto", 'GAE\'s backward recursion: "scan", "associative", or '
+                            '"auto" (the scan on CPU, the associative form on GPU/TPU)')
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_envs", "num_steps", "total_timesteps", "update_epochs",
-                                 "num_minibatches", "learning_rate"),
-                 unit_interval=("gamma", "gae_lambda"),
-                 non_negative=("clip_eps", "vf_coef", "ent_coef", "max_grad_norm"))
         envs.check_env_id(self.env)
         if self.num_steps % self.num_minibatches:
             raise ValueError(

@@ -18,7 +18,6 @@ With ``axis_name`` set (data parallel), each shard keeps its own replay of its e
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import ClassVar, NamedTuple
 
@@ -30,7 +29,20 @@ from flax import struct
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, clipped_adam
-from jaxrl_par.algos.config import ReplaySchedule, validate
+from jaxrl_par.algos.config import ReplaySchedule
+from jaxrl_par.algos.fields import (
+    DataParallel,
+    Network,
+    Optimizer,
+    Polyak,
+    Replay,
+    RolloutLength,
+    Run,
+    TrainFrequency,
+    Vectorized,
+    configclass,
+    field,
+)
 from jaxrl_par.blocks.rollouts import policy_rollout
 from jaxrl_par.losses.soft_actor_critic import (
     soft_actor_loss,
@@ -41,45 +53,38 @@ from jaxrl_par.losses.soft_actor_critic import (
 from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
 
 
-@dataclasses.dataclass(frozen=True)
-class Config(ReplaySchedule):
+@configclass
+class Config(ReplaySchedule, DataParallel, Network, Polyak, TrainFrequency, Replay, Optimizer,
+             RolloutLength, Vectorized, Run):
     """SAC hyperparameters: CleanRL's and Stable-Baselines3's (learning rates, batch,
-    tau, twin critics, tuned temperature), with 4 envs and rejax's 64-64 networks. The
-    defaults reach a return of about -150 on Pendulum-v1 in 3e4 env steps."""
+    tau, twin critics, tuned temperature), with 4 envs and rejax's 64-64 networks
+    (CleanRL's 256-256 are far dearer on a CPU). The defaults reach a return of about
+    -150 on Pendulum-v1 in 3e4 env steps."""
 
-    LEGACY_VALUES: ClassVar[dict] = {}
     #: Fields a sweep can vary per lane (``sweep``; see ``jaxrl_par.algos.hyper``).
     SWEEPABLE: ClassVar[tuple] = ("learning_rate", "alpha_learning_rate", "gamma", "tau")
 
     env: str = "Pendulum-v1"
-    num_envs: int = 4  # global: split over the data axis when sharded
-    num_steps: int = 16  # env steps per env in one update
     total_timesteps: int = 30_000
-    buffer_size: int = 100_000  # per shard
-    batch_size: int = 256  # per shard
-    learning_starts: int = 5_000  # env steps (all envs) of uniform random actions first
-    train_frequency: int = 1  # env steps (all envs) per gradient step
+    num_steps: int = 16
+    buffer_size: int = 100_000
+    batch_size: int = 256
+    learning_starts: int = 5_000  # of uniform random actions
     learning_rate: float = 3e-4  # actor and critics
-    alpha_learning_rate: float = 3e-4
-    max_grad_norm: float = 0.0  # global-norm clipping (0: off)
-    gamma: float = 0.99
-    tau: float = 0.005  # Polyak averaging of the target critics, every gradient step
-    init_alpha: float = 1.0
-    autotune_alpha: bool = True
-    target_entropy: float | None = None  # None: -(action dimensions)
-    num_critics: int = 2
-    hidden_sizes: tuple[int, ...] = (64, 64)  # rejax's; CleanRL's (256, 256) is far dearer on a CPU
+    max_grad_norm: float = 0.0
     activation: str = "relu"
-    sweep: tuple[str, ...] = ()  # fields held per lane (see jaxrl_par.algos.hyper)
-    axis_name: str | None = None  # set by jaxrl_par.parallel for data parallelism
+    train_frequency: int = 1
+    alpha_learning_rate: float = field(3e-4, "step size of the temperature",
+                                       range="positive")
+    tau: float = 0.005  # every gradient step
+    init_alpha: float = field(1.0, "initial temperature", range="positive")
+    autotune_alpha: bool = field(True, "tune the temperature to target_entropy")
+    target_entropy: float | None = field(None, "entropy the temperature aims at (None: "
+                                         "minus the action dimensions)")
+    num_critics: int = field(2, "critics whose minimum is the target", range="positive")
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        validate(self, positive=("num_envs", "num_steps", "total_timesteps", "buffer_size",
-                                 "batch_size", "train_frequency", "learning_rate",
-                                 "alpha_learning_rate", "init_alpha", "num_critics"),
-                 non_negative=("learning_starts", "max_grad_norm"),
-                 unit_interval=("gamma", "tau"))
         envs.check_env_id(self.env)
         if envs.make(self.env, 1).discrete:
             raise ValueError(f"sac.Config: {self.env} has discrete actions; SAC here takes a "
