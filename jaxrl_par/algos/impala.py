@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -158,155 +158,187 @@ class State:
         return self.learner.params
 
 
+class Blocks(NamedTuple):
+    """What IMPALA's parts share: the config, the env spec and the actor-critic."""
+    cfg: Config
+    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
+    network: ActorCritic
+    on_host: bool  # gymnasium envs, stepped by the actor-learner runtime
+
+    @property
+    def normalize_rewards(self) -> bool:
+        return self.cfg.normalizes_rewards(self.spec)
+
+    def local_env(self) -> envs.VecEnv:
+        """This shard's envs."""
+        return envs.make(self.cfg.env, axes.local_size(self.cfg.num_envs, self.cfg.axis_name))
+
+
+def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
+    """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane), its
+    learning rate annealed to 0 over the run's learner steps with ``anneal_lr``."""
+    lr = hp.learning_rate
+    if cfg.anneal_lr:
+        lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_minibatches)
+    return clipped_adam(lr, hp.max_grad_norm)
+
+
+def init_halves(b: Blocks, key: jax.Array) -> State:
+    """The state before the first update: fresh envs, initial parameters (the actors'
+    copy at version 0) and reward statistics."""
+    cfg = b.cfg
+    k_params, k_env, k_actors = jax.random.split(key, 3)
+    reward_stats, discounted_return = init_reward_scaling(
+        b.normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
+    params = b.network.init(k_params, jnp.zeros((1,) + b.spec.observation_shape))
+    actor = ActorHalf(
+        env_state=None if b.on_host else b.local_env().reset(
+            axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+        key=k_actors)
+    learner = LearnerHalf(
+        params=params, opt_state=optimizer(cfg, cfg).init(params), actor_params=params,
+        actor_version=jnp.int32(0), learner_steps=jnp.int32(0),
+        update_count=jnp.int32(0), reward_stats=reward_stats,
+        discounted_return=discounted_return)
+    return State(actor, learner, hparams=hyper.init(cfg))
+
+
+def act_part(b: Blocks, actor: ActorHalf, copy) -> tuple[ActorHalf, Trajectory, dict]:
+    """One update's acting with the actors' ``copy`` ``(params, version)``: ``num_steps``
+    steps of every env. Returns the actors' half, the trajectory ``[T, N_local, ...]``
+    and the episode metrics."""
+    cfg = b.cfg
+    params, version = copy
+    key, k_roll = jax.random.split(actor.key)
+    env_state, (obs, action, log_prob, ts) = policy_rollout(
+        b.local_env(), lambda o: b.network.apply(params, o, method=ActorCritic.actor),
+        actor.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
+    acted = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
+                       ts.final_obs, version)
+    return ActorHalf(env_state, key), acted, envs.episode_metrics(ts, cfg.axis_name)
+
+
+def minibatches(cfg: Config, acted: Trajectory) -> Trajectory:
+    """``[M, T, N_local / M, ...]``: minibatch ``m`` holds envs ``m, m + M, ...``, so
+    on a data axis it is the union of the shards' minibatches ``m``."""
+    m = cfg.num_minibatches
+    n_local = acted.reward.shape[1]
+    if n_local % m:
+        raise ValueError(
+            f"num_minibatches={m} does not divide the {n_local} envs of each device "
+            f"(num_envs={cfg.num_envs} over {axes.axis_size(cfg.axis_name)} devices); "
+            "pick num_envs a multiple of devices * num_minibatches")
+
+    def split_envs(x):
+        return jnp.moveaxis(x.reshape(x.shape[:1] + (n_local // m, m) + x.shape[2:]), 2, 0)
+
+    fields = {f.name: getattr(acted, f.name) for f in dataclasses.fields(acted)
+              if f.name != "version"}
+    return acted.replace(version=jnp.broadcast_to(acted.version, (m,)),
+                         **jax.tree.map(split_envs, fields))
+
+
+def learn_part(b: Blocks, learner: LearnerHalf, acted: Trajectory) -> tuple[LearnerHalf, dict]:
+    """One update's learning from ``acted``: ``num_minibatches`` V-trace steps; hands the
+    actors a fresh parameter copy every ``actor_sync_period`` learner steps."""
+    cfg = b.cfg
+    steps_per_update = cfg.num_minibatches
+    hp = hyper.view(cfg, learner.hparams)
+    reward_stats, discounted_return = learner.reward_stats, learner.discounted_return
+    if b.normalize_rewards:  # trajectories reach the learner in order, env by env
+        reward, reward_stats, discounted_return = scale_rewards(
+            reward_stats, discounted_return, acted.reward,
+            acted.terminated | acted.truncated, hp.gamma, cfg.axis_name)
+        acted = acted.replace(reward=reward)
+
+    def loss_fn(params, mb: Trajectory):
+        return vtrace_loss(b.network, params, mb, hp, method=cfg.vtrace_method,
+                           off_policy_correction=cfg.off_policy_correction)
+
+    def step(carry, mb):
+        params, opt_state, sums = carry
+        grads, info = jax.grad(loss_fn, has_aux=True)(params, mb)
+        grads = axes.pmean(grads, cfg.axis_name)
+        updates, opt_state = optimizer(cfg, hp).update(grads, opt_state, params)
+        sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
+        return (optax.apply_updates(params, updates), opt_state, sums), None
+
+    zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
+    (params, opt_state, sums), _ = jax.lax.scan(
+        step, (learner.params, learner.opt_state, zeros), minibatches(cfg, acted))
+    learner_steps = learner.learner_steps + steps_per_update
+    sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
+    metrics = dict(zip(LOSS_METRICS, sums / steps_per_update, strict=True))
+    metrics = axes.pmean(metrics, cfg.axis_name)
+    # The mean over this update's learner steps of (its step - the acting version).
+    metrics["policy_lag"] = ((learner.learner_steps - acted.version).astype(jnp.float32)
+                             + (steps_per_update - 1) / 2)
+    metrics["learner_steps"] = learner_steps.astype(jnp.float32)
+    learner = LearnerHalf(
+        params=params, opt_state=opt_state,
+        actor_params=jax.tree.map(lambda a, b: jnp.where(sync, a, b), params,
+                                  learner.actor_params),
+        actor_version=jnp.where(sync, learner_steps, learner.actor_version),
+        learner_steps=learner_steps, update_count=learner.update_count + 1,
+        reward_stats=reward_stats, discounted_return=discounted_return,
+        hparams=learner.hparams)
+    return learner, metrics
+
+
+# -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) ---------------
+
+
+def split(state: State):
+    """The halves (the learner's with the lane's swept values) and the actors' copy."""
+    learner = state.learner.replace(hparams=state.hparams)
+    return state.actor, (learner.actor_params, learner.actor_version), learner, state.pending
+
+
+def join(actor: ActorHalf, learner: LearnerHalf, pending: Trajectory | None) -> State:
+    return State(actor, learner.replace(hparams=None), pending, learner.hparams)
+
+
+def pipeline_learner(b: Blocks, learner: LearnerHalf, pending: Trajectory):
+    learner, metrics = learn_part(b, learner, pending)
+    return learner, (learner.actor_params, learner.actor_version), metrics
+
+
+def fused_update(b: Blocks, state: State) -> tuple[State, dict[str, jax.Array]]:
+    """Act, then learn from what was acted, within one update."""
+    actor, copy, learner, _ = split(state)
+    actor, acted, actor_metrics = act_part(b, actor, copy)
+    learner, learner_metrics = learn_part(b, learner, acted)
+    return join(actor, learner, None), {**learner_metrics, **actor_metrics}
+
+
 def make(config: Config) -> Algorithm:
-    """Builds IMPALA's pure ``init`` and ``update`` for ``config``."""
+    """Builds IMPALA's pure ``init`` and ``update`` for ``config``: actors and a V-trace
+    learner, fused in one update or pipelined by one update (``pipeline``); on
+    gymnasium envs the actors are host code for the actor-learner runtime."""
     cfg = config
-    on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the actor-learner runtime
+    on_host = host.is_host(cfg.env)
     spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
-    network = cfg.actor_critic(spec)
-    greedy = make_policy(network, deterministic=True)
-    learner_steps_per_update = cfg.num_minibatches
-    normalize_rewards = cfg.normalizes_rewards(spec)
-
-    def optimizer(hp) -> optax.GradientTransformation:
-        """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
-        lr = hp.learning_rate
-        if cfg.anneal_lr:
-            lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * learner_steps_per_update)
-        return clipped_adam(lr, hp.max_grad_norm)
-
-    tx = optimizer(cfg)
-
-    def local_env() -> envs.VecEnv:
-        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
+    b = Blocks(cfg, spec, cfg.actor_critic(spec), on_host)
+    greedy = make_policy(b.network, deterministic=True)
+    pipeline = Pipeline(split=split, learner=functools.partial(pipeline_learner, b),
+                        join=join, actor=None if on_host else functools.partial(act_part, b))
 
     def init(key: jax.Array) -> State:
-        k_params, k_env, k_actors = jax.random.split(key, 3)
-        reward_stats, discounted_return = init_reward_scaling(
-            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
-        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        actor = ActorHalf(
-            env_state=None if on_host else local_env().reset(
-                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
-            key=k_actors)
-        learner = LearnerHalf(
-            params=params, opt_state=tx.init(params), actor_params=params,
-            actor_version=jnp.int32(0), learner_steps=jnp.int32(0),
-            update_count=jnp.int32(0), reward_stats=reward_stats,
-            discounted_return=discounted_return)
-        state = State(actor, learner, hparams=hyper.init(cfg))
+        state = init_halves(b, key)
         if not cfg.pipeline:
             return state
         if on_host:  # placeholder shapes: the runtime acts the first trajectories
             return state.replace(pending=_empty_trajectory(cfg, spec))
         # The pipeline's first trajectories are acted here, so update 0 has some to learn.
         actor, copy, learner, _ = split(state)
-        actor, acted, _ = act_part(actor, copy)
+        actor, acted, _ = pipeline.actor(actor, copy)
         return join(actor, learner, acted)
-
-    # -- actors --------------------------------------------------------------------------
-    def act_part(actor: ActorHalf, copy) -> tuple[ActorHalf, Trajectory, dict]:
-        """One update's acting with the actors' ``copy`` ``(params, version)``."""
-        params, version = copy
-        key, k_roll = jax.random.split(actor.key)
-        env_state, (obs, action, log_prob, ts) = policy_rollout(
-            local_env(), lambda o: network.apply(params, o, method=ActorCritic.actor),
-            actor.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
-        acted = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
-                           ts.final_obs, version)
-        return ActorHalf(env_state, key), acted, envs.episode_metrics(ts, cfg.axis_name)
-
-    # -- learner -------------------------------------------------------------------------
-    def loss_fn(params, mb: Trajectory, hp):
-        return vtrace_loss(network, params, mb, hp, method=cfg.vtrace_method,
-                           off_policy_correction=cfg.off_policy_correction)
-
-    def minibatches(acted: Trajectory) -> Trajectory:
-        """``[M, T, N_local / M, ...]``: minibatch ``m`` holds envs ``m, m + M, ...``, so
-        on a data axis it is the union of the shards' minibatches ``m``."""
-        m = cfg.num_minibatches
-        n_local = acted.reward.shape[1]
-        if n_local % m:
-            raise ValueError(
-                f"num_minibatches={m} does not divide the {n_local} envs of each device "
-                f"(num_envs={cfg.num_envs} over {axes.axis_size(cfg.axis_name)} devices); "
-                "pick num_envs a multiple of devices * num_minibatches")
-
-        def split_envs(x):
-            return jnp.moveaxis(x.reshape(x.shape[:1] + (n_local // m, m) + x.shape[2:]), 2, 0)
-
-        fields = {f.name: getattr(acted, f.name) for f in dataclasses.fields(acted)
-                  if f.name != "version"}
-        return acted.replace(version=jnp.broadcast_to(acted.version, (m,)),
-                             **jax.tree.map(split_envs, fields))
-
-    def learn_part(learner: LearnerHalf, acted: Trajectory) -> tuple[LearnerHalf, dict]:
-        """One update's learning from ``acted``; hands the actors a fresh parameter copy
-        every ``actor_sync_period`` learner steps."""
-        hp = hyper.view(cfg, learner.hparams)
-        reward_stats, discounted_return = learner.reward_stats, learner.discounted_return
-        if normalize_rewards:  # trajectories reach the learner in order, env by env
-            reward, reward_stats, discounted_return = scale_rewards(
-                reward_stats, discounted_return, acted.reward,
-                acted.terminated | acted.truncated, hp.gamma, cfg.axis_name)
-            acted = acted.replace(reward=reward)
-
-        def step(carry, mb):
-            params, opt_state, sums = carry
-            grads, info = jax.grad(lambda p: loss_fn(p, mb, hp), has_aux=True)(params)
-            grads = axes.pmean(grads, cfg.axis_name)
-            updates, opt_state = optimizer(hp).update(grads, opt_state, params)
-            sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
-            return (optax.apply_updates(params, updates), opt_state, sums), None
-
-        zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
-        (params, opt_state, sums), _ = jax.lax.scan(
-            step, (learner.params, learner.opt_state, zeros), minibatches(acted))
-        learner_steps = learner.learner_steps + learner_steps_per_update
-        sync = learner_steps - learner.actor_version >= cfg.actor_sync_period
-        metrics = dict(zip(LOSS_METRICS, sums / learner_steps_per_update, strict=True))
-        metrics = axes.pmean(metrics, cfg.axis_name)
-        # The mean over this update's learner steps of (its step - the acting version).
-        metrics["policy_lag"] = ((learner.learner_steps - acted.version).astype(jnp.float32)
-                                 + (learner_steps_per_update - 1) / 2)
-        metrics["learner_steps"] = learner_steps.astype(jnp.float32)
-        learner = LearnerHalf(
-            params=params, opt_state=opt_state,
-            actor_params=jax.tree.map(lambda a, b: jnp.where(sync, a, b), params,
-                                      learner.actor_params),
-            actor_version=jnp.where(sync, learner_steps, learner.actor_version),
-            learner_steps=learner_steps, update_count=learner.update_count + 1,
-            reward_stats=reward_stats, discounted_return=discounted_return,
-            hparams=learner.hparams)
-        return learner, metrics
-
-    # -- the pipeline's four parts (see jaxrl_par.algos.base.pipelined_update) -----------
-    def split(state: State):
-        """The halves (the learner's with the lane's swept values) and the actors' copy."""
-        learner = state.learner.replace(hparams=state.hparams)
-        return state.actor, (learner.actor_params, learner.actor_version), learner, state.pending
-
-    def join(actor: ActorHalf, learner: LearnerHalf, pending: Trajectory | None) -> State:
-        return State(actor, learner.replace(hparams=None), pending, learner.hparams)
-
-    def pipeline_learner(learner: LearnerHalf, pending: Trajectory):
-        learner, metrics = learn_part(learner, pending)
-        return learner, (learner.actor_params, learner.actor_version), metrics
-
-    pipeline = Pipeline(split=split, learner=pipeline_learner, join=join,
-                        actor=None if on_host else act_part)
-
-    def fused_update(state: State) -> tuple[State, dict[str, jax.Array]]:
-        """Act, then learn from what was acted, within one update."""
-        actor, copy, learner, _ = split(state)
-        actor, acted, actor_metrics = act_part(actor, copy)
-        learner, learner_metrics = learn_part(learner, acted)
-        return join(actor, learner, None), {**learner_metrics, **actor_metrics}
 
     if on_host:
         update = host.compiled_update
     else:
-        update = pipelined_update(pipeline) if cfg.pipeline else fused_update
+        update = pipelined_update(pipeline) if cfg.pipeline else functools.partial(
+            fused_update, b)
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The learner's distribution's mode, as the env gets it."""
@@ -324,7 +356,7 @@ def make(config: Config) -> Algorithm:
         axis_name=cfg.axis_name,
         data_parallel=True,
         pipeline=pipeline if cfg.pipeline else None,
-        host=_host_actor(cfg, spec, network) if on_host else None,
+        host=_host_actor(cfg, spec, b.network) if on_host else None,
     )
 
 
