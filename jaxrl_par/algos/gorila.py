@@ -26,12 +26,14 @@ gradient; only with ``async_workers``.
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import linen as nn
 from flax import struct
 
 from jaxrl_par import envs, replay
@@ -152,127 +154,165 @@ class Push:
     version: jax.Array
 
 
+class Blocks(NamedTuple):
+    """What Gorila's parts share: the config, the env spec, the Q-network, each bundle's
+    envs (None on host envs) and its replay."""
+    cfg: Config
+    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
+    network: nn.Module  # the Q-network (make_q_network)
+    env: envs.VecEnv | None  # one bundle's num_envs envs; None on host envs
+    buf: replay.Buffer  # each bundle's uniform replay
+
+    @property
+    def q_fn(self) -> Callable:
+        return self.network.apply
+
+    @property
+    def decay_steps(self) -> int:
+        """Each bundle decays epsilon over its share of the run's steps."""
+        return int(self.cfg.exploration_fraction * self.cfg.total_timesteps) \
+            // self.cfg.num_workers
+
+
+def optimizer(hp) -> optax.GradientTransformation:
+    """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
+    return clipped_adam(hp.learning_rate, hp.max_grad_norm)
+
+
+def init_bundle(blk: Blocks, key: jax.Array) -> Bundle:
+    """A bundle's fresh envs, empty replay and key."""
+    cfg, spec = blk.cfg, blk.spec
+    k_env, k_run = jax.random.split(key)
+    return Bundle(
+        env_state=None if blk.env is None else blk.env.reset(
+            jax.random.split(k_env, cfg.num_envs)),
+        nstep_carry=init_nstep_carry(cfg.n_step, cfg.num_envs, spec.observation_shape,
+                                     spec.observation_dtype),
+        buffer=blk.buf.init(example_transition(spec.observation_shape,
+                                               spec.observation_dtype)),
+        key=k_run, env_steps=jnp.int32(0))
+
+
+def init_state(blk: Blocks, key: jax.Array) -> AsyncState:
+    """The server's initial parameters, every bundle fresh, each with a copy of them."""
+    cfg = blk.cfg
+    k_params, k_bundles = jax.random.split(key)
+    params = blk.network.init(k_params, jnp.zeros((1,) + blk.spec.observation_shape))
+    return AsyncState(
+        server=Server(params, params, optimizer(cfg).init(params), jnp.int32(0)),
+        workers=jax.vmap(functools.partial(init_bundle, blk))(
+            jax.random.split(k_bundles, cfg.num_workers)),
+        copies=worker_copies(Copy(params, params, jnp.int32(0)), cfg.num_workers),
+        hparams=hyper.init(cfg))
+
+
+def store(blk: Blocks, b: Bundle, key, env_state, steps: NStepCarry, hp) -> Bundle:
+    """The bundle after its steps ``steps`` (``[T, N]``): their n-step transitions in
+    its replay, its key and env-step count moved on."""
+    cfg = blk.cfg
+    carry, transitions = to_transitions(b.nstep_carry, steps, hp.gamma, cfg.n_step,
+                                        b.env_steps)
+    return Bundle(env_state, carry, blk.buf.add(b.buffer, transitions), key,
+                  b.env_steps + cfg.env_steps_per_push)
+
+
+def epsilon_of(blk: Blocks, b: Bundle, hp) -> jax.Array:
+    """The bundle's exploration rate, decayed linearly over its env steps."""
+    return linear_epsilon(b.env_steps, hp.epsilon_start, hp.epsilon_end, blk.decay_steps)
+
+
+def act(blk: Blocks, b: Bundle, copy: Copy, hp) -> tuple[Bundle, jax.Array, dict]:
+    """A bundle's acting and storing; returns its sampling key too."""
+    cfg = blk.cfg
+    key, k_act, k_sample = jax.random.split(b.key, 3)
+    epsilon = epsilon_of(blk, b, hp)
+    env_state, steps, ts = act_steps(
+        blk.env, blk.q_fn, copy.params, b.env_state, k_act, epsilon, cfg.num_steps,
+        lambda k: jax.random.split(k, (cfg.num_steps, cfg.num_envs)))
+    bundle = store(blk, b, key, env_state, steps, hp)
+    return bundle, k_sample, {"epsilon": epsilon, **envs.episode_metrics(ts)}
+
+
+def gradient(blk: Blocks, b: Bundle, copy: Copy, k_sample, hp) -> tuple[Push, dict]:
+    """The Q-learning gradient of a batch of the bundle's replay at its copy."""
+    cfg = blk.cfg
+    sample = blk.buf.sample(b.buffer, k_sample, cfg.batch_size)
+    (loss, aux), grad = jax.value_and_grad(
+        lambda p: q_loss(p, copy.target_params, blk.q_fn, sample.transitions,
+                         jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
+                         hp.huber_delta), has_aux=True)(copy.params)
+    return Push(grad, copy.version), {"loss": loss, "q_mean": aux["q_mean"]}
+
+
+def worker(blk: Blocks, b: Bundle, copy: Copy, hparams) -> tuple[Bundle, Push, dict]:
+    """One bundle's acting, storing, and gradient at its copy."""
+    hp = hyper.view(blk.cfg, hparams)
+    b, k_sample, metrics = act(blk, b, copy, hp)
+    push, info = gradient(blk, b, copy, k_sample, hp)
+    return b, push, {**info, **metrics}
+
+
+def apply(cfg: Config, server: Server, push: Push, hparams) -> tuple[Server, dict]:
+    """The server's Adam step with one push; the target network every
+    ``target_update_period`` pushes."""
+    hp = hyper.view(cfg, hparams)
+    updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state, server.params)
+    params = optax.apply_updates(server.params, updates)
+    version = server.version + 1
+    target = optax.periodic_update(
+        optax.incremental_update(params, server.target_params, hp.tau),
+        server.target_params, version, cfg.target_update_period)
+    return (Server(params, target, opt_state, version),
+            staleness_metrics(server.version, push.version))
+
+
+def pull(cfg: Config, server: Server, copy: Copy) -> Copy:
+    """The server's parameters once they are ``actor_sync_period`` pushes past the
+    copy, else the copy."""
+    fresh = server.version - copy.version >= cfg.actor_sync_period
+    return jax.tree.map(lambda new, old: jnp.where(fresh, new, old),
+                        Copy(server.params, server.target_params, server.version), copy)
+
+
+def warmup(blk: Blocks, state: AsyncState) -> tuple[AsyncState, dict]:
+    """An update before ``learning_starts``: every bundle acts and stores, nothing is
+    pushed (the same metrics, losses and staleness zero)."""
+    hp = hyper.view(blk.cfg, state.hparams)
+    workers, _, metrics = jax.vmap(lambda b, c: act(blk, b, c, hp))(state.workers,
+                                                                    state.copies)
+    return state.replace(workers=workers), combine_worker_metrics(
+        without_push(metrics, jnp.zeros((blk.cfg.num_workers,), jnp.float32)))
+
+
 def make(config: Config) -> Algorithm:
-    """Builds Gorila's pure parts and its round-robin ``init``/``update``."""
+    """Builds Gorila's pure parts and its round-robin ``init``/``update``: bundles of
+    actor, replay and learner pushing gradients to a parameter server."""
     cfg = config
     on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the threaded workers
     spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
-    network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
-    q_fn = network.apply
-    env = None if on_host else envs.make(cfg.env, cfg.num_envs)
-    buf = replay.uniform(cfg.buffer_size)
-    # each bundle decays over its share of the run's steps
-    decay_steps = int(cfg.exploration_fraction * cfg.total_timesteps) // cfg.num_workers
-
-    def optimizer(hp) -> optax.GradientTransformation:
-        return clipped_adam(hp.learning_rate, hp.max_grad_norm)
-
-    tx = optimizer(cfg)
-
-    def init_bundle(key: jax.Array) -> Bundle:
-        k_env, k_run = jax.random.split(key)
-        return Bundle(
-            env_state=None if on_host else env.reset(jax.random.split(k_env, cfg.num_envs)),
-            nstep_carry=init_nstep_carry(cfg.n_step, cfg.num_envs, spec.observation_shape,
-                                         spec.observation_dtype),
-            buffer=buf.init(example_transition(spec.observation_shape,
-                                                spec.observation_dtype)),
-            key=k_run, env_steps=jnp.int32(0))
-
-    def init(key: jax.Array) -> AsyncState:
-        k_params, k_bundles = jax.random.split(key)
-        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        return AsyncState(
-            server=Server(params, params, tx.init(params), jnp.int32(0)),
-            workers=jax.vmap(init_bundle)(jax.random.split(k_bundles, cfg.num_workers)),
-            copies=worker_copies(Copy(params, params, jnp.int32(0)), cfg.num_workers),
-            hparams=hyper.init(cfg))
-
-    def store(b: Bundle, key, env_state, steps: NStepCarry, hp) -> Bundle:
-        """The bundle after its steps ``steps`` (``[T, N]``): their n-step transitions in
-        its replay, its key and env-step count moved on."""
-        carry, transitions = to_transitions(b.nstep_carry, steps, hp.gamma, cfg.n_step,
-                                            b.env_steps)
-        return Bundle(env_state, carry, buf.add(b.buffer, transitions), key,
-                      b.env_steps + cfg.env_steps_per_push)
-
-    def epsilon_of(b: Bundle, hp) -> jax.Array:
-        return linear_epsilon(b.env_steps, hp.epsilon_start, hp.epsilon_end, decay_steps)
-
-    def act(b: Bundle, copy: Copy, hp) -> tuple[Bundle, jax.Array, dict]:
-        """A bundle's acting and storing; returns its sampling key too."""
-        key, k_act, k_sample = jax.random.split(b.key, 3)
-        epsilon = epsilon_of(b, hp)
-        env_state, steps, ts = act_steps(
-            env, q_fn, copy.params, b.env_state, k_act, epsilon, cfg.num_steps,
-            lambda k: jax.random.split(k, (cfg.num_steps, cfg.num_envs)))
-        bundle = store(b, key, env_state, steps, hp)
-        return bundle, k_sample, {"epsilon": epsilon, **envs.episode_metrics(ts)}
-
-    def gradient(b: Bundle, copy: Copy, k_sample, hp) -> tuple[Push, dict]:
-        """The Q-learning gradient of a batch of the bundle's replay at its copy."""
-        sample = buf.sample(b.buffer, k_sample, cfg.batch_size)
-        (loss, aux), grad = jax.value_and_grad(
-            lambda p: q_loss(p, copy.target_params, q_fn, sample.transitions,
-                             jnp.ones((cfg.batch_size,)), cfg.double_q, cfg.loss,
-                             hp.huber_delta), has_aux=True)(copy.params)
-        return Push(grad, copy.version), {"loss": loss, "q_mean": aux["q_mean"]}
-
-    def worker(b: Bundle, copy: Copy, hparams) -> tuple[Bundle, Push, dict]:
-        """One bundle's acting, storing, and gradient at its copy."""
-        hp = hyper.view(cfg, hparams)
-        b, k_sample, metrics = act(b, copy, hp)
-        push, info = gradient(b, copy, k_sample, hp)
-        return b, push, {**info, **metrics}
-
-    def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
-        """The server's Adam step with one push; the target network every
-        ``target_update_period`` pushes."""
-        hp = hyper.view(cfg, hparams)
-        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state,
-                                                  server.params)
-        params = optax.apply_updates(server.params, updates)
-        version = server.version + 1
-        target = optax.periodic_update(
-            optax.incremental_update(params, server.target_params, hp.tau),
-            server.target_params, version, cfg.target_update_period)
-        return (Server(params, target, opt_state, version),
-                staleness_metrics(server.version, push.version))
-
-    def pull(server: Server, copy: Copy) -> Copy:
-        fresh = server.version - copy.version >= cfg.actor_sync_period
-        return jax.tree.map(lambda new, old: jnp.where(fresh, new, old),
-                            Copy(server.params, server.target_params, server.version), copy)
-
-    def warmup(state: AsyncState) -> tuple[AsyncState, dict]:
-        """An update before ``learning_starts``: every bundle acts and stores, nothing is
-        pushed (the same metrics, losses and staleness zero)."""
-        hp = hyper.view(cfg, state.hparams)
-        workers, _, metrics = jax.vmap(lambda b, c: act(b, c, hp))(state.workers,
-                                                                  state.copies)
-        return state.replace(workers=workers), combine_worker_metrics(
-            without_push(metrics, jnp.zeros((cfg.num_workers,), jnp.float32)))
-
-    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=apply, pull=pull,
-                         worker=None if on_host else worker)
+    blk = Blocks(cfg, spec, make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling),
+                 None if on_host else envs.make(cfg.env, cfg.num_envs),
+                 replay.uniform(cfg.buffer_size))
+    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=functools.partial(apply, cfg),
+                         pull=functools.partial(pull, cfg),
+                         worker=None if on_host else functools.partial(worker, blk))
 
     def greedy(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key
-        return jnp.argmax(q_fn(state.server.params, obs), axis=-1).astype(jnp.int32)
+        return jnp.argmax(blk.q_fn(state.server.params, obs), axis=-1).astype(jnp.int32)
 
     return Algorithm(
         config=cfg,
-        init=init,
+        init=functools.partial(init_state, blk),
         update=host.compiled_update if on_host else round_robin_update(pieces),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=greedy,
         hyperparams=cfg.sweep,
         warmup_updates=cfg.warmup_updates,
-        warmup_update=None if on_host else warmup,
+        warmup_update=None if on_host else functools.partial(warmup, blk),
         async_worker=pieces,
-        host=(_host_worker(cfg, spec, q_fn, store, gradient, epsilon_of) if on_host
-              else None),
+        host=_host_worker(blk) if on_host else None,
     )
 
 
@@ -283,17 +323,18 @@ def without_push(metrics: dict, zero) -> dict:
     return {"loss": zero, "q_mean": zero, **metrics, "staleness": zero, "max_staleness": zero}
 
 
-def _host_worker(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> HostActing:
+def _host_worker(blk: Blocks) -> HostActing:
     """Gorila's bundles on host envs (:mod:`jaxrl_par.envs.host`), for the threaded
     runtime: each lane's envs, a step as A3C's (``num_steps`` host steps of every env,
     each action from one compiled call for all lanes, then one compiled call that stores
     and takes the gradient) and a warm-up ``(envs, bundle, copy, hparams) -> (bundle,
     metrics)``, the same acting and storing without a push."""
+    cfg, spec, q_fn = blk.cfg, blk.spec, blk.q_fn
 
     def begin(b, hparams):
         hp = hyper.view(cfg, hparams)
         key, k_act, k_sample = jax.random.split(b.key, 3)
-        return key, k_act, k_sample, epsilon_of(b, hp)
+        return key, k_act, k_sample, epsilon_of(blk, b, hp)
 
     def act(params, obs, key, epsilon):
         key, k_u, k_a = jax.random.split(key, 3)
@@ -305,14 +346,14 @@ def _host_worker(cfg: Config, spec, q_fn, store, gradient, epsilon_of) -> HostAc
 
     def learn(b, key, k_sample, steps, copy, hparams):
         hp = hyper.view(cfg, hparams)
-        b = store(b, key, None, steps, hp)
-        push, info = gradient(b, copy, k_sample, hp)
+        b = store(blk, b, key, None, steps, hp)
+        push, info = gradient(blk, b, copy, k_sample, hp)
         return b, push, info
 
     begin_lanes, act_lanes = jax.jit(jax.vmap(begin)), jax.jit(jax.vmap(act))
     learn_lanes = jax.jit(jax.vmap(learn))
     store_lanes = jax.jit(jax.vmap(
-        lambda b, key, steps, hparams: store(b, key, None, steps, hyper.view(cfg, hparams))))
+        lambda b, key, steps, hparams: store(blk, b, key, None, steps, hyper.view(cfg, hparams))))
 
     def play(lanes, b, copy, hparams):
         key, k_act, k_sample, epsilon = begin_lanes(b, hparams)
