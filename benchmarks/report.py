@@ -57,12 +57,12 @@ class Job(NamedTuple):
 
 
 class Figures(NamedTuple):
-    """One line's figures: ``ours`` and ``peer`` in ``unit``; ``ratio`` > 1 where ours is
-    ahead (peer's time over ours for times); returns reached by each, where the run
-    records them; ``note`` what else the line needs said."""
+    """One line's figures: ``ours`` and the peer's (``theirs``) in ``unit``; ``ratio`` > 1
+    where ours is ahead (the peer's time over ours for times); the returns reached by
+    each, where the run records them; ``note`` what else the line needs said."""
 
     ours: float
-    peer: float
+    theirs: float
     unit: str
     ratio: float
     ours_return: float | None = None
@@ -439,6 +439,10 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:,.0f}"
 
 
+def _ret(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
 def render(record: dict) -> str:
     """The Markdown that goes between the markers: the summary table, then the tables of
     the paradigms (``compare``) and of the replay ops, where the record holds them."""
@@ -455,9 +459,10 @@ def render(record: dict) -> str:
                        f"{r['note']} |")
             continue
         rets = ("-" if r["ours_return"] is None and r["peer_return"] is None else
-                f"{_num(r['ours_return'])} / {_num(r['peer_return'])}")
+                f"{_ret(r['ours_return'])} / {_ret(r['peer_return'])}")
         out.append(f"| {r['what']} | {r['peer']} | {_num(r['ours'], r['unit'])} | "
-                   f"{_num(r['peer'], r['unit'])} | {r['unit']} | **{r['ratio']:.2f}** | {rets} | "
+                   f"{_num(r['theirs'], r['unit'])} | {r['unit']} | **{r['ratio']:.2f}** | "
+                   f"{rets} | "
                    f"{r['machine']} | {r['date']} | {r['commit']} | `{r['command']}` | "
                    f"{r['note']} |")
     tables = record.get("tables", {})
@@ -467,7 +472,7 @@ def render(record: dict) -> str:
                 "| entry | paradigm | env steps | env steps/s | final return | compile s |",
                 "|---|---|---:|---:|---:|---:|"]
         out += [f"| {r['entry']} | {r['paradigm']} | {r['env_steps']:,} | "
-                f"{r['steps_per_second']:,.0f} | {_num(r['final_return'])} | "
+                f"{r['steps_per_second']:,.0f} | {_ret(r['final_return'])} | "
                 f"{r['compile_seconds']:.1f} |" for r in rows]
     if tables.get("replay"):
         out += ["", "Replay ops in a scan (the `replay` rows), us per op:", "",
