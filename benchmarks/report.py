@@ -343,6 +343,12 @@ def shown(command: list[str], results: pathlib.Path) -> str:
     return " ".join(shlex.quote(p.replace(str(results), rel)) for p in parts)
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def run_job(job: Job, mode: str, results: pathlib.Path, timeout: float | None,
             say: Callable[[str], None]) -> dict:
     """Runs one job; ``{"status", "note", "data", "command", "date", "seconds"}``."""
@@ -367,13 +373,14 @@ def run_job(job: Job, mode: str, results: pathlib.Path, timeout: float | None,
         else:
             env.update(extra)
     say(f"[{job.key}] {record['command']}")
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), _children_cpu()
     try:
         out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return {**record, "status": FAILED, "note": f"stopped after {timeout:.0f} s"}
     record["seconds"] = time.perf_counter() - t
+    record["cpu_seconds"] = _children_cpu() - cpu
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["?"])[-1]
         return {**record, "status": FAILED, "note": f"exit {out.returncode}: {last}"[:300]}
@@ -424,7 +431,8 @@ def measure(mode: str, only: set[str] | None, results: pathlib.Path, timeout: fl
                                                   "flashbax_us", "speedup", "xla_floor_us")}
                            for r in runs["replay"]["data"]["rows"]]
     return {"mode": mode, "machine": where, "commit": head,
-            "seconds": {k: v.get("seconds") for k, v in runs.items()}, "rows": rows,
+            "seconds": {k: v.get("seconds") for k, v in runs.items()},
+            "cpu_seconds": {k: v.get("cpu_seconds") for k, v in runs.items()}, "rows": rows,
             "tables": extra}
 
 
@@ -494,6 +502,16 @@ def write_summary(report: pathlib.Path, markdown: str) -> None:
     report.write_text(f"{head}{START}\n{markdown}\n{END}{tail}")
 
 
+def merge(old: dict, new: dict) -> dict:
+    """A record of some rows (``--only``) merged into an earlier one of the same mode: its
+    rows and tables replace the earlier ones of the same key, the rest stays."""
+    order = {ln.key: i for i, ln in enumerate(LINES)}
+    rows = {r["key"]: r for r in old["rows"]} | {r["key"]: r for r in new["rows"]}
+    return {**old, "machine": new["machine"], "commit": new["commit"],
+            "rows": sorted(rows.values(), key=lambda r: order.get(r["key"], len(order))),
+            **{k: {**old.get(k, {}), **new[k]} for k in ("seconds", "cpu_seconds", "tables")}}
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="measure every row and rewrite BENCHMARKS.md's table",
                        description=__doc__.split("\n\n")[0])
@@ -532,6 +550,8 @@ def main(args: argparse.Namespace) -> int:
         results = pathlib.Path(args.results).resolve()
         record = measure(args.mode, only, results / args.mode, args.timeout)
         path = results / f"report_{args.mode}.json"
+        if only and path.exists():
+            record = merge(json.loads(path.read_text()), record)
         path.write_text(json.dumps(record, indent=1))
         print(f"wrote {path}")
     try:

@@ -113,3 +113,14 @@ def test_replay_readers():
     assert (copy.ours, copy.theirs, copy.ratio) == (40.0, 20.0, 0.5)  # 20 / 40
     low = report.replay_flashbax({"rows": rows})  # the uniform add 256 is left out
     assert low.ratio == pytest.approx(300 / 90) and "uniform sample 256" in low.note
+
+
+def test_merge_keeps_the_rows_not_rerun():
+    new = {"mode": "quick", "machine": "m2", "commit": "def5678", "seconds": {"sac": 9.0},
+           "cpu_seconds": {"sac": 8.0}, "tables": {},
+           "rows": [{**RECORD["rows"][1], "ratio": 3.0}]}
+    merged = report.merge({**RECORD, "cpu_seconds": {}}, new)
+    assert [r["key"] for r in merged["rows"]] == ["ppo-rejax", "dqn-rejax", "sac-rejax",
+                                                  "td3-rejax"]  # in LINES' order
+    assert merged["rows"][2]["ratio"] == 3.0 and merged["tables"] == RECORD["tables"]
+    assert merged["seconds"] == {"ppo": 12.0, "sac": 9.0} and merged["commit"] == "def5678"
