@@ -373,7 +373,7 @@ def run_job(job: Job, mode: str, results: pathlib.Path, timeout: float | None,
         else:
             env.update(extra)
     say(f"[{job.key}] {record['command']}")
-    t, cpu = time.perf_counter(), _children_cpu()
+    t, cpu, load = time.perf_counter(), _children_cpu(), os.getloadavg()[0]
     try:
         out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=timeout)
@@ -381,6 +381,9 @@ def run_job(job: Job, mode: str, results: pathlib.Path, timeout: float | None,
         return {**record, "status": FAILED, "note": f"stopped after {timeout:.0f} s"}
     record["seconds"] = time.perf_counter() - t
     record["cpu_seconds"] = _children_cpu() - cpu
+    # The 1-minute load average before and after: above the core count, other work
+    # shared the machine and the figures are not an idle machine's.
+    record["load"] = [round(load, 1), round(os.getloadavg()[0], 1)]
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["?"])[-1]
         return {**record, "status": FAILED, "note": f"exit {out.returncode}: {last}"[:300]}
@@ -411,14 +414,17 @@ def measure(mode: str, only: set[str] | None, results: pathlib.Path, timeout: fl
                          "command": f"python -m benchmarks report --{mode} --only {ln.key}"})
             continue
         run = runs[ln.job]
-        row.update(command=run["command"], date=run["date"], note=run["note"])
+        busy = (f"load {run['load'][0]}-{run['load'][1]} on {os.cpu_count()} cores"
+                if max(run.get("load", [0])) > (os.cpu_count() or 1) else "")
+        note = "; ".join(filter(None, [run["note"], busy]))
+        row.update(command=run["command"], date=run["date"], note=note)
         figures = ln.read(run["data"]) if run["status"] == MEASURED else None
         if run["status"] == MEASURED and figures is None:
             continue  # this mode's run does not hold the figure (e.g. --quick's one env)
         row["status"] = run["status"]
         if figures is not None:
             row.update(figures._asdict())
-            row["note"] = "; ".join(filter(None, [figures.note, run["note"]]))
+            row["note"] = "; ".join(filter(None, [figures.note, note]))
         rows.append(row)
     extra = {}
     if runs.get("compare", {}).get("status") == MEASURED:
