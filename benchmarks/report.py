@@ -80,6 +80,7 @@ class Line(NamedTuple):
     job: str | None
     read: Callable[[dict], Figures | None] | None = None
     pending: str = ""
+    command: str = ""  # for a pending line: the command that fills it, if not --only KEY
 
 
 # --- readers: one job's JSON -> Figures --------------------------------------------------
@@ -258,7 +259,8 @@ LINES: tuple[Line, ...] = (
          pending=_SCRIPT_PENDING),
     Line("paradigms", "paradigms against each other (`jaxrl-par compare`)", "each other",
          "compare", paradigms),
-    Line("gpu", "every row above on a GPU", "as above", None, pending=_GPU),
+    Line("gpu", "every row above on a GPU", "as above", None, pending=_GPU,
+         command="python -m benchmarks report --full"),
 )
 
 
@@ -411,7 +413,8 @@ def measure(mode: str, only: set[str] | None, results: pathlib.Path, timeout: fl
                "commit": head}
         if ln.job is None:
             rows.append({**row, "status": PENDING, "note": ln.pending, "date": "",
-                         "command": f"python -m benchmarks report --{mode} --only {ln.key}"})
+                         "command": ln.command
+                         or f"python -m benchmarks report --{mode} --only {ln.key}"})
             continue
         run = runs[ln.job]
         busy = (f"load {run['load'][0]}-{run['load'][1]} on {os.cpu_count()} cores"
