@@ -86,10 +86,6 @@ class Line(NamedTuple):
 # --- readers: one job's JSON -> Figures --------------------------------------------------
 
 
-def _median(xs) -> float:
-    return float(statistics.median(xs))
-
-
 def _ppo_setting(data: dict, env: str) -> dict | None:
     return next((r for r in data["settings"] if r["env"] == env), None)
 
@@ -123,12 +119,15 @@ def _mean(xs) -> float | None:
 
 
 def dqn_throughput(data: dict) -> Figures:
+    """DQN at rejax's config, each in fresh processes (``apex.py --speed-only
+    --as-users-run``): training env steps/s."""
     ours, theirs = data["median"]["ours"], data["median"]["rejax"]
     return Figures(ours, theirs, "env steps/s", ours / theirs,
                    note="1e5 steps, evaluation off, no return")
 
 
 def sac_rejax(data: dict) -> Figures:
+    """SAC on Pendulum (``sac.py``): training env steps/s and greedy returns at the end."""
     med = data["median_env_steps_per_s"]
     ours_return = _mean([r["greedy_return"] for r in data["runs"]["ours"]])
     return Figures(med["ours"], med["rejax"], "env steps/s", med["ours"] / med["rejax"],
@@ -137,6 +136,8 @@ def sac_rejax(data: dict) -> Figures:
 
 
 def brax(data: dict) -> Figures:
+    """Ours against Brax's trainer (``brax_ppo.py``/``brax_sac.py``), the first env:
+    steady-state env steps/s and greedy returns at the end."""
     row = data["rows"][0]
     return Figures(row["ours_steps_per_s"], row["brax_steps_per_s"], "env steps/s",
                    row["ratio"], _mean([r["greedy_return"] for r in row["ours"]]),
