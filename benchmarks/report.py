@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -306,6 +307,7 @@ def commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
+@functools.cache
 def purejaxrl() -> tuple[dict[str, str] | None, str]:
     """``(environment, "")`` that lets ``benchmarks/ppo.py`` run PureJaxRL, or ``(None,
     why not)``: ``$PUREJAXRL_DIR`` or a clone at :data:`PUREJAXRL_COMMIT` in the cache,
@@ -314,15 +316,16 @@ def purejaxrl() -> tuple[dict[str, str] | None, str]:
     if not where:
         cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache"))
         clone = cache / "jaxrl_par" / f"purejaxrl-{PUREJAXRL_COMMIT}"
-        if not (clone / "purejaxrl" / "ppo.py").exists():
-            try:
+        try:
+            if not (clone / ".git").exists():
                 subprocess.run(["git", "clone", "--quiet", PUREJAXRL_REPO, str(clone)],
                                check=True, capture_output=True, timeout=120)
-                subprocess.run(["git", "-C", str(clone), "checkout", "--quiet",
-                                PUREJAXRL_COMMIT], check=True, capture_output=True, timeout=60)
-            except (OSError, subprocess.SubprocessError):
-                return None, (f"PureJaxRL could not be fetched from {PUREJAXRL_REPO}; set "
-                              "PUREJAXRL_DIR to a checkout at commit " + PUREJAXRL_COMMIT)
+            # also in a clone made before: it runs at the pinned commit, unmodified
+            subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", "--force",
+                            PUREJAXRL_COMMIT], check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None, (f"PureJaxRL could not be fetched from {PUREJAXRL_REPO} at "
+                          f"{PUREJAXRL_COMMIT}; set PUREJAXRL_DIR to a checkout of it")
         where = str(clone)
     python = os.environ.get("PUREJAXRL_PYTHON")
     if not python:
