@@ -408,9 +408,9 @@ def measure(mode: str, only: set[str] | None, results: pathlib.Path, timeout: fl
     results.mkdir(parents=True, exist_ok=True)
     lines = [ln for ln in LINES if only is None or ln.key in only]
     wanted = {ln.job for ln in lines if ln.job}
+    where, head = machine(), commit()  # before the runs: the code they measure
     runs = {job.key: run_job(job, mode, results, timeout, say)
             for job in JOBS if job.key in wanted}
-    where, head = machine(), commit()
     rows = []
     for ln in lines:
         row = {"key": ln.key, "what": ln.what, "peer": ln.peer, "machine": where,
