@@ -390,6 +390,8 @@ def run_job(job: Job, mode: str, results: pathlib.Path, timeout: float | None,
     # The 1-minute load average before and after: above the core count, other work
     # shared the machine and the figures are not an idle machine's.
     record["load"] = [round(load, 1), round(os.getloadavg()[0], 1)]
+    if out.returncode < 0:  # e.g. SIGKILL from the kernel's out-of-memory killer
+        return {**record, "status": FAILED, "note": f"killed by signal {-out.returncode}"}
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["?"])[-1]
         return {**record, "status": FAILED, "note": f"exit {out.returncode}: {last}"[:300]}

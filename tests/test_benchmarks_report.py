@@ -124,3 +124,19 @@ def test_merge_keeps_the_rows_not_rerun():
                                                   "td3-rejax"]  # in LINES' order
     assert merged["rows"][2]["ratio"] == 3.0 and merged["tables"] == RECORD["tables"]
     assert merged["seconds"] == {"ppo": 12.0, "sac": 9.0} and merged["commit"] == "def5678"
+
+
+def test_run_job_skips_a_missing_peer_and_names_a_kill(tmp_path):
+    say = lambda _: None  # noqa: E731
+    missing = report.Job("x", ("-c", "pass"), ("-c", "pass"), None,
+                         needs=("no_such_module_here",))
+    run = report.run_job(missing, "quick", tmp_path, 60, say)
+    assert run["status"] == report.SKIPPED and "no_such_module_here not installed" in run["note"]
+    killed = report.Job("x", ("-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"),
+                        (), None)
+    run = report.run_job(killed, "quick", tmp_path, 60, say)
+    assert (run["status"], run["note"]) == (report.FAILED, "killed by signal 9")
+    ok = report.Job("x", ("-c", "print('{\"median\": 2.5}')"), (), None)
+    run = report.run_job(ok, "quick", tmp_path, 60, say)
+    assert run["status"] == report.MEASURED and run["data"] == {"median": 2.5}
+    assert json.loads((tmp_path / "x.json").read_text()) == {"median": 2.5}
