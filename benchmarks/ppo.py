@@ -36,6 +36,8 @@ import argparse
 import dataclasses
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 
@@ -395,32 +397,49 @@ def main_job(rounds: int) -> dict:
     processes alternated (the order reversed every other round), nothing cached: ours
     ``jaxrl-par train ppo --env CartPole-v1 --no-compile-cache``, PureJaxRL
     ``python purejaxrl/ppo.py`` (``$PUREJAXRL_PYTHON``, in ``$PUREJAXRL_DIR``). Wall
-    seconds of each whole process, imports and compile included; medians."""
+    seconds of each whole process, imports and compile included (medians), and each
+    process's final return (:func:`final_return_of`)."""
     import shutil
-    import statistics
     import time
 
     python, where = os.environ.get("PUREJAXRL_PYTHON"), os.environ.get("PUREJAXRL_DIR")
     if not python or not where:
         raise SystemExit("--main-job needs PUREJAXRL_PYTHON and PUREJAXRL_DIR "
                          "(benchmarks/purejaxrl_ppo.py says how)")
-    cli = shutil.which("jaxrl-par") or "jaxrl-par"
+    cli = [shutil.which("jaxrl-par")] if shutil.which("jaxrl-par") else [sys.executable, "-m",
+                                                                         "jaxrl_par"]
     commands = {
-        "ours": ([cli, "train", "ppo", "--env", "CartPole-v1", "--no-compile-cache",
+        "ours": ([*cli, "train", "ppo", "--env", "CartPole-v1", "--no-compile-cache",
                   "--no-progress", "--json"], None),
         "purejaxrl": ([python, "purejaxrl/ppo.py"], where),
     }
     runs: dict[str, list[float]] = {who: [] for who in commands}
+    finals: dict[str, list[float | None]] = {who: [] for who in commands}
     for r in range(rounds):
         for who in list(commands) if r % 2 == 0 else list(commands)[::-1]:
             command, cwd = commands[who]
             env = {k: v for k, v in os.environ.items() if k not in ("NPROC", "PORTABLE_NPROC")}
             t = time.perf_counter()
-            subprocess.run(command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            out = subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True,
+                                 text=True)
             runs[who].append(time.perf_counter() - t)
-            print(r, who, f"{runs[who][-1]:.1f} s", flush=True)
-    return {"wall_s": runs, "median_wall_s": {k: statistics.median(v) for k, v in runs.items()}}
+            finals[who].append(final_return_of(who, out.stdout, 500_000))
+            print(r, who, f"{runs[who][-1]:.1f} s", f"final return {finals[who][-1]}", flush=True)
+    return {"wall_s": runs, "median_wall_s": {k: statistics.median(v) for k, v in runs.items()},
+            "final_return": finals}
+
+
+def final_return_of(who: str, stdout: str, total_timesteps: int) -> float | None:
+    """The final return of a main-job process from its stdout: ours the CLI's ``--json``
+    ``final_return`` (episodes finished in the last 5% of updates); PureJaxRL's the mean
+    of the ``episodic return`` lines its ``ppo.py`` prints at global steps past 95% of
+    ``total_timesteps``. None when no episode is found."""
+    lines = stdout.strip().splitlines()
+    if who == "ours":
+        return json.loads(lines[-1])["final_return"] if lines else None
+    found = (re.search(r"global step=(\d+), episodic return=([-\d.eE+]+)", x) for x in lines)
+    tail = [float(m[2]) for m in found if m and int(m[1]) >= 0.95 * total_timesteps]
+    return statistics.fmean(tail) if tail else None
 
 
 def main() -> None:

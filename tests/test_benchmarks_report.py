@@ -1,0 +1,142 @@
+"""``python -m benchmarks report``: its command line, and the table it writes from a
+results record (a small fake one here; nothing is measured)."""
+
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("benchmarks_report",
+                                               ROOT / "benchmarks" / "report.py")
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
+
+MACHINE = "2-core Test CPU, no GPU, jax 0.10.2"
+RECORD = {
+    "mode": "quick", "machine": MACHINE, "commit": "abc1234", "seconds": {"ppo": 12.0},
+    "rows": [
+        {"key": "ppo-rejax", "what": "PPO, CartPole-v1", "peer": "rejax", "machine": MACHINE,
+         "commit": "abc1234", "status": "measured", "date": "2026-01-02 03:04 UTC",
+         "command": "python benchmarks/ppo.py --as-users-run", "ours": 300_000.0,
+         "theirs": 200_000.0, "unit": "env steps/s", "ratio": 1.5, "ours_return": None,
+         "peer_return": None, "note": "4 envs"},
+        {"key": "sac-rejax", "what": "SAC, Pendulum-v1", "peer": "rejax", "machine": MACHINE,
+         "commit": "abc1234", "status": "measured", "date": "2026-01-02 03:05 UTC",
+         "command": "python benchmarks/sac.py", "ours": 2_000.0, "theirs": 1_000.0,
+         "unit": "env steps/s", "ratio": 2.0, "ours_return": -150.25, "peer_return": -170.5,
+         "note": ""},
+        {"key": "td3-rejax", "what": "TD3, Pendulum-v1", "peer": "rejax", "machine": MACHINE,
+         "commit": "abc1234", "status": "not measured yet", "date": "",
+         "command": "python -m benchmarks report --quick --only td3-rejax",
+         "note": "no benchmark script for it yet"},
+        {"key": "dqn-rejax", "what": "DQN, CartPole-v1", "peer": "rejax", "machine": MACHINE,
+         "commit": "abc1234", "status": "skipped", "date": "2026-01-02 03:06 UTC",
+         "command": "python benchmarks/apex.py --speed-only", "note": "rejax not installed"},
+    ],
+    "tables": {"compare": [
+        {"entry": "dqn", "paradigm": "serial replay", "steps_per_second": 50_000.0,
+         "final_return": 120.0, "compile_seconds": 3.25, "train_seconds": 2.0,
+         "env_steps": 100_000},
+        {"entry": "ppo", "paradigm": "synchronous actors", "steps_per_second": 400_000.0,
+         "final_return": 500.0, "compile_seconds": 4.5, "train_seconds": 0.25,
+         "env_steps": 100_000},
+    ]},
+}
+
+
+def test_help_runs():
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "report", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--quick" in out.stdout and "--full" in out.stdout
+
+
+def test_render_rows():
+    md = report.render(RECORD).splitlines()
+    # measured: 300,000 / 200,000 = 1.50; no returns recorded -> "-"
+    assert ("| PPO, CartPole-v1 | rejax | 300,000 | 200,000 | env steps/s | **1.50** | - | "
+            f"{MACHINE} | 2026-01-02 03:04 UTC | abc1234 | "
+            "`python benchmarks/ppo.py --as-users-run` | 4 envs |") in md
+    # returns: -150.25 -> "-150.2" (one decimal, round half to even), -170.5 -> "-170.5"
+    assert any(r.startswith("| SAC, Pendulum-v1 | rejax | 2,000 | 1,000 |")
+               and "| **2.00** | -150.2 / -170.5 |" in r for r in md)
+    # a pending row names no machine and no commit, only the command that will fill it
+    assert ("| TD3, Pendulum-v1 | rejax | not measured yet | | | | |  |  |  | "
+            "`python -m benchmarks report --quick --only td3-rejax` | "
+            "no benchmark script for it yet |") in md
+    assert any(r.startswith("| DQN, CartPole-v1 | rejax | skipped |")
+               and "rejax not installed" in r for r in md)
+    # compare's table, fastest first: ppo 400,000 before dqn 50,000
+    ppo = md.index("| ppo | synchronous actors | 100,000 | 400,000 | 500.0 | 4.5 |")
+    dqn = md.index("| dqn | serial replay | 100,000 | 50,000 | 120.0 | 3.2 |")
+    assert ppo < dqn
+
+
+def test_write_summary_keeps_the_prose(tmp_path):
+    path = tmp_path / "B.md"
+    path.write_text(f"# B\nbefore\n{report.START}\nold table\n{report.END}\nafter\n")
+    report.write_summary(path, "new table")
+    assert path.read_text() == f"# B\nbefore\n{report.START}\nnew table\n{report.END}\nafter\n"
+    path.write_text("# B\nno markers\n")
+    with pytest.raises(ValueError, match="add the two markers"):
+        report.write_summary(path, "new table")
+
+
+def test_render_only_command(tmp_path):
+    record, md = tmp_path / "r.json", tmp_path / "B.md"
+    record.write_text(json.dumps(RECORD))
+    md.write_text(f"{report.START}\n{report.END}\n")
+    run = [sys.executable, "-m", "benchmarks", "report", "--render-only", str(record),
+           "--report", str(md)]
+    out = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "| **1.50** |" in md.read_text()
+    md.write_text("no markers\n")  # a user's mistake: one line, exit 2
+    out = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_replay_readers():
+    rows = [  # us per op; speedup = flashbax / ours
+        {"transition": "minatar", "capacity": 2**17, "op": "uniform add 256", "ours_us": 40.0,
+         "flashbax_us": 60.0, "speedup": 1.5, "xla_floor_us": 20.0},
+        {"transition": "minatar", "capacity": 2**17, "op": "prioritized add 256",
+         "ours_us": 50.0, "flashbax_us": 200.0, "speedup": 4.0},
+        {"transition": "minatar", "capacity": 2**17, "op": "uniform sample 256",
+         "ours_us": 90.0, "flashbax_us": 300.0, "speedup": 300 / 90},
+    ]
+    copy = report.replay_copy({"rows": rows})
+    assert (copy.ours, copy.theirs, copy.ratio) == (40.0, 20.0, 0.5)  # 20 / 40
+    low = report.replay_flashbax({"rows": rows})  # the uniform add 256 is left out
+    assert low.ratio == pytest.approx(300 / 90) and "uniform sample 256" in low.note
+
+
+def test_merge_keeps_the_rows_not_rerun():
+    new = {"mode": "quick", "machine": "m2", "commit": "def5678", "seconds": {"sac": 9.0},
+           "cpu_seconds": {"sac": 8.0}, "tables": {},
+           "rows": [{**RECORD["rows"][1], "ratio": 3.0}]}
+    merged = report.merge({**RECORD, "cpu_seconds": {}}, new)
+    assert [r["key"] for r in merged["rows"]] == ["ppo-rejax", "dqn-rejax", "sac-rejax",
+                                                  "td3-rejax"]  # in LINES' order
+    assert merged["rows"][2]["ratio"] == 3.0 and merged["tables"] == RECORD["tables"]
+    assert merged["seconds"] == {"ppo": 12.0, "sac": 9.0} and merged["commit"] == "def5678"
+
+
+def test_run_job_skips_a_missing_peer_and_names_a_kill(tmp_path):
+    say = lambda _: None  # noqa: E731
+    missing = report.Job("x", ("-c", "pass"), ("-c", "pass"), None,
+                         needs=("no_such_module_here",))
+    run = report.run_job(missing, "quick", tmp_path, 60, say)
+    assert run["status"] == report.SKIPPED and "no_such_module_here not installed" in run["note"]
+    killed = report.Job("x", ("-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"),
+                        (), None)
+    run = report.run_job(killed, "quick", tmp_path, 60, say)
+    assert (run["status"], run["note"]) == (report.FAILED, "killed by signal 9")
+    ok = report.Job("x", ("-c", "print('{\"median\": 2.5}')"), (), None)
+    run = report.run_job(ok, "quick", tmp_path, 60, say)
+    assert run["status"] == report.MEASURED and run["data"] == {"median": 2.5}
+    assert json.loads((tmp_path / "x.json").read_text()) == {"median": 2.5}
