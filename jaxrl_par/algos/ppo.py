@@ -30,6 +30,7 @@ from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import RolloutSchedule, validate
+from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.normalization import (
     RunningStats,
     init_reward_scaling,
@@ -38,8 +39,8 @@ from jaxrl_par.blocks.normalization import (
     scale_rewards,
     update_stats,
 )
-from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.rollouts import env_action, policy_rollout
+from jaxrl_par.envs import host
 from jaxrl_par.losses.policy_gradient import (
     actor_critic_loss,
     approx_kl,
@@ -47,7 +48,6 @@ from jaxrl_par.losses.policy_gradient import (
     clipped_value_loss,
     value_loss,
 )
-from jaxrl_par.envs import host
 from jaxrl_par.losses.returns import GAE_METHODS, gae_advantages
 from jaxrl_par.networks import (
     ActorCritic,
