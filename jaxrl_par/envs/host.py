@@ -192,8 +192,10 @@ class HostVecEnv:
 
 
 # Who can step host envs, and how: the fix named wherever one reaches a compiled program.
-RUNTIMES = ("train a3c or gorila on it with async_workers=True (CLI: --async-workers), "
-            "or impala with actor_learner=True (--actor-learner)")
+RUNTIMES = ("train it with jaxrl_par.train (ppo, a2c, dqn, sac step a host vector env: "
+            "vector_env='async'|'sync', CLI --vector-env), a3c or gorila with "
+            "async_workers=True (CLI: --async-workers), or impala with actor_learner=True "
+            "(--actor-learner)")
 
 
 def lane_envs(env_id: str, num_envs: int, keys, vector_env: str = "sync"

@@ -103,14 +103,20 @@ class HostLoop:
             env.close()
         self.host_envs = []
 
-    def compile(self, state: Any, chunk_updates: int) -> Callable:
-        """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
-        contract (rows past ``algo.num_updates`` zero). Makes the envs (seeded from each
-        lane's ``state.key``) and compiles ``act`` and ``learn`` on dummy data."""
+    def start(self, state: Any) -> None:
+        """Makes each lane's envs, seeded from its ``state.key`` (once: episodes run on
+        across chunks and runs)."""
         cfg = self.algo.config
         if not self.host_envs:
             self.host_envs = [host.HostVecEnv(cfg.env, cfg.num_envs, seed, self.vector_env)
                               for seed in host.lane_seeds(state.key)]
+
+    def compile(self, state: Any, chunk_updates: int) -> Callable:
+        """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
+        contract (rows past ``algo.num_updates`` zero). Starts the envs (:meth:`start`)
+        and compiles ``act`` and ``learn`` on dummy data."""
+        cfg = self.algo.config
+        self.start(state)
         obs = np.zeros_like(self._lane_obs())
         action = jax.device_get(self._act(state, obs, np.int32(0)))
         zeros = [{k: np.zeros_like(v) for k, v in self._empty_step().items()}
@@ -145,8 +151,9 @@ class HostLoop:
                        extras=jax.tree.map(stack, *[a.extras for a in actions]),
                        timestep=timestep)
 
-    def _rollout(self, state: Any) -> Rollout:
-        """``num_steps`` steps of every lane's envs, acting with ``state``."""
+    def rollout(self, state: Any) -> Rollout:
+        """``num_steps`` steps of every lane's envs acting with ``state``: a
+        :class:`Rollout` ``[S, T, N, ...]``, as ``learn`` takes it."""
         timing, lanes = self.timing, self.host_envs
         obs_rows, actions, steps = [], [], []
         obs = self._lane_obs()
@@ -183,7 +190,7 @@ class HostLoop:
             learn = self._learn
             if u < algo.warmup_updates and self._warmup_learn is not None:
                 learn = self._warmup_learn
-            state, metrics = learn(state, self._rollout(state))  # dispatched
+            state, metrics = learn(state, self.rollout(state))  # dispatched
             rows.append(metrics)
         metrics = jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *rows)
         jax.block_until_ready(metrics)
