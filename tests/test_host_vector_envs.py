@@ -204,3 +204,33 @@ def test_dqn_learns_gymnasium_cartpole_on_host_envs():
     result = train(dqn.make(cfg), 0, progress=False, num_chunks=1, vector_env="sync")
     assert np.all(result.metrics["loss"][0, :cfg.warmup_updates] == 0)
     assert result.final_returns(0.1)[0] > 60, result.final_returns(0.1)
+
+
+def test_envpool_steps_as_same_step_autoreset():
+    """EnvPool's reset step (its NEXT_STEP mode) is taken at once: each step returned is
+    a real step (the lengths of the episodes that end add up to the steps taken), the
+    step that ends one observes the next episode's start, and the final observation is
+    where it fell (CartPole's pole angle past 12 degrees, 0.2095 rad)."""
+    pytest.importorskip("envpool")
+    env = host.make_vector("envpool:CartPole-v1", 3, seed=0)
+    assert env.spec.discrete and env.spec.observation_shape == (4,)
+    lengths, ended, steps = [], 0, 60
+    for _ in range(steps):
+        out = env.step(np.zeros(3, np.int64))  # always push left: falls in ~10 steps
+        for i in np.flatnonzero(out["done"]):
+            lengths.append(out["episode_length"][i])
+            assert abs(out["final_obs"][i, 2]) > 0.2095
+            assert abs(env.obs[i, 2]) <= 0.05  # a fresh start
+            ended += 1
+    assert ended >= 3 * (steps // 12) and out["terminated"].dtype == bool
+    assert sum(lengths) + sum(env.episode_length) == 3 * steps
+    env.close()
+
+
+def test_envpool_absent_is_a_one_line_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "envpool", None)  # import envpool raises ImportError
+    with pytest.raises(ValueError, match=r"pip install 'jaxrl_par\[envpool\]'") as e:
+        ppo.Config(env="envpool:CartPole-v1")
+    assert "\n" not in str(e.value)

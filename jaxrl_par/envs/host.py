@@ -21,12 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from jaxrl_par.envs import envpool_envs
+
 PREFIX = "gymnasium:"
 
 
 def is_host(env_id: str) -> bool:
-    """Whether ``env_id`` names host envs (``"gymnasium:..."``)."""
-    return isinstance(env_id, str) and env_id.startswith(PREFIX)
+    """Whether ``env_id`` names host envs (``"gymnasium:..."`` or ``"envpool:..."``)."""
+    return isinstance(env_id, str) and (env_id.startswith(PREFIX)
+                                        or envpool_envs.is_envpool(env_id))
 
 
 def _gymnasium():
@@ -41,6 +44,9 @@ def check_env_id(env_id: str) -> None:
     """``ValueError`` naming close ids unless gymnasium knows ``env_id``'s id."""
     import difflib
 
+    if envpool_envs.is_envpool(env_id):
+        envpool_envs.check_env_id(env_id)
+        return
     gym = _gymnasium()
     name = env_id[len(PREFIX):]
     if name in gym.registry:
@@ -68,10 +74,14 @@ class HostSpec:
 
 
 def spec(env_id: str) -> HostSpec:
-    """The :class:`HostSpec` of ``"gymnasium:<id>"``, from one env's spaces."""
+    """The :class:`HostSpec` of ``"gymnasium:<id>"`` (or ``"envpool:<id>"``), from one
+    env's spaces: a Box of observations, Discrete or 1-d Box actions."""
     check_env_id(env_id)
     gym = _gymnasium()
-    env = gym.make(env_id[len(PREFIX):])
+    if envpool_envs.is_envpool(env_id):
+        env = envpool_envs.make_pool(env_id, 1, 0)
+    else:
+        env = gym.make(env_id[len(PREFIX):])
     try:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
@@ -202,7 +212,17 @@ def lane_envs(env_id: str, num_envs: int, keys, vector_env: str = "sync"
               ) -> list[HostVecEnv]:
     """A worker's (or the actors') host envs for each seed lane, ``[S]``
     :class:`HostVecEnv` of ``num_envs`` each, seeded from the lanes' ``[S]`` keys."""
-    return [HostVecEnv(env_id, num_envs, seed, vector_env) for seed in lane_seeds(keys)]
+    return [make_vector(env_id, num_envs, seed, vector_env) for seed in lane_seeds(keys)]
+
+
+def make_vector(env_id: str, num_envs: int, seed: int, vector_env: str = "sync"):
+    """``num_envs`` host envs of ``env_id``: a :class:`HostVecEnv` (gymnasium), or for
+    ``"envpool:<id>"`` an :class:`~jaxrl_par.envs.envpool_envs.EnvPoolVecEnv` (EnvPool's
+    own threads; ``vector_env`` does not apply)."""
+    if envpool_envs.is_envpool(env_id):
+        check_vector_env(vector_env)
+        return envpool_envs.EnvPoolVecEnv(env_id, num_envs, seed, spec(env_id))
+    return HostVecEnv(env_id, num_envs, seed, vector_env)
 
 
 def lane_seeds(keys) -> list[int]:

@@ -108,8 +108,8 @@ class HostLoop:
         across chunks and runs)."""
         cfg = self.algo.config
         if not self.host_envs:
-            self.host_envs = [host.HostVecEnv(cfg.env, cfg.num_envs, seed, self.vector_env)
-                              for seed in host.lane_seeds(state.key)]
+            self.host_envs = host.lane_envs(cfg.env, cfg.num_envs, state.key,
+                                            self.vector_env)
 
     def compile(self, state: Any, chunk_updates: int) -> Callable:
         """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
