@@ -109,6 +109,18 @@ def check_vector_env(vector_env: str) -> None:
                          "each env in a subprocess, sync: all in this process)")
 
 
+def _make_in_subprocess(name: str):
+    """``gymnasium.make(name)`` in an ``AsyncVectorEnv`` worker, which first drops the
+    signal handlers it inherited from the trainer: Ctrl-C reaches the trainer alone
+    (which finishes its chunk, still stepping the envs), and the worker ends quietly
+    when its trainer ends it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return _gymnasium().make(name)
+
+
 class HostVecEnv:
     """``num_envs`` gymnasium envs as one gymnasium vector env, auto-resetting.
 
@@ -133,11 +145,12 @@ class HostVecEnv:
         check_vector_env(vector_env)
         self.spec = spec(env_id)
         gym = _gymnasium()
-        makers = [functools.partial(gym.make, env_id[len(PREFIX):])] * num_envs
-        mode = gym.vector.AutoresetMode.SAME_STEP
+        name, mode = env_id[len(PREFIX):], gym.vector.AutoresetMode.SAME_STEP
         if vector_env == "async":
+            makers = [functools.partial(_make_in_subprocess, name)] * num_envs
             self.vector = gym.vector.AsyncVectorEnv(makers, autoreset_mode=mode)
         else:
+            makers = [functools.partial(gym.make, name)] * num_envs
             self.vector = gym.vector.SyncVectorEnv(makers, autoreset_mode=mode)
         obs, _ = self.vector.reset(seed=seed)
         self.obs = np.asarray(obs, np.float32)
