@@ -14,9 +14,12 @@ PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each updat
     state, metrics = learn(state, rollout)   # jitted; dispatched, not waited for
 
 The host loop only moves observations and actions. Calls to the device are dispatched
-asynchronously: the host stacks the previous step's records and starts the next env
-step while the device computes. :class:`HostTiming` measures how the wall clock splits
-between stepping the envs, waiting for the device and the host's own work.
+asynchronously, and the host records a step while the subprocesses compute the next;
+but a step's actions need the device's answer before the envs can step, and an
+update's learning must finish before the next update acts (the maths of the on-device
+update, on-policy for PPO), so the device and the envs mostly take turns.
+:class:`HostTiming` measures how the wall clock splits between stepping the envs,
+waiting for the device and the host's own work.
 
 It is a runtime of the runner (``train(algo, ..., vector_env="async")``, the default for
 such algorithms): chunks, logs, checkpoints and evaluation work as on the device. The
