@@ -73,6 +73,8 @@ def test_spaces_map_to_discrete_and_box_and_others_are_one_line_errors():
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="choose from"):
         host.check_vector_env("threads")
+    with pytest.raises(ValueError, match="steps on the device: drop it"):
+        train(ppo.make(ppo.Config(env="CartPole-v1")), 0, progress=False, vector_env="sync")
 
 
 @functools.cache

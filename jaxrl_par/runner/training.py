@@ -171,6 +171,9 @@ def _host_runtime(algo: Algorithm, vector_env, others: bool) -> programs.Runtime
     one round-robin worker for a one-worker asynchronous algorithm (A2C); else None."""
     if isinstance(vector_env, HostLoop):
         return programs.Runtime(pipeline=vector_env)
+    if vector_env is not None and algo.host_steps is None and algo.host is None:
+        raise ValueError(f"vector_env={vector_env!r} is for host envs (gymnasium:<id>, "
+                         f"envpool:<id>); {algo.config.env} steps on the device: drop it")
     if algo.host_steps is not None:
         if others:
             raise ValueError("an algorithm on host envs runs on one device of its own "
@@ -220,7 +223,8 @@ def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop
             raise ValueError("async_workers runs within one process")
         return programs.Runtime(pipeline=async_workers if isinstance(async_workers,
                                                                       AsyncWorkers)
-                                else AsyncWorkers(algo, async_workers))
+                                else AsyncWorkers(algo, async_workers,
+                                                  vector_env=vector_env or "sync"))
     if devices is not None or pop is not None:
         if chunk_fn_factory is not None:
             raise ValueError("give devices/pop or chunk_fn_factory, not both")
