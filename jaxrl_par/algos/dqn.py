@@ -142,7 +142,7 @@ def make(config: Config) -> Algorithm:
     """Builds DQN's pure ``init`` and ``update`` for ``config``."""
     cfg = config
     on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
-    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
+    spec = envs.spec(cfg.env)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
 

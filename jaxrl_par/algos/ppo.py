@@ -220,7 +220,7 @@ def make(config: Config) -> Algorithm:
     """Builds PPO's pure ``init`` and ``update`` for ``config``."""
     cfg = config
     on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
-    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
+    spec = envs.spec(cfg.env)
     network = cfg.actor_critic(spec)
     # The rollout runs the actor alone; values come after it from one batched critic pass.
     greedy = make_policy(network, deterministic=True)

@@ -147,7 +147,7 @@ def make(config: Config) -> Algorithm:
     """Builds SAC's pure ``init`` and ``update`` for ``config``."""
     cfg = config
     on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
-    spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
+    spec = envs.spec(cfg.env)
     low, high = (jnp.broadcast_to(b, spec.action_shape) for b in spec.action_bounds)
     action_dim = spec.num_actions
     actor = SquashedGaussianActor(action_dim, tuple(float(x) for x in low.ravel()),
