@@ -138,6 +138,10 @@ def _parser() -> argparse.ArgumentParser:
                           "pushing gradients as they finish (nondeterministic; workers "
                           "spread over the devices). Without it the workers push in a fixed "
                           "round-robin order inside one compiled program")
+    par.add_argument("--vector-env", choices=("async", "sync"), default=None,
+                     help="gymnasium:<id> envs: each in a subprocess (async, gymnasium's "
+                          "AsyncVectorEnv; the default for ppo, a2c, dqn, sac) or all in "
+                          "this process (sync)")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     c = sub.add_parser(
@@ -561,6 +565,8 @@ def cmd_train(args) -> int:
         mesh_kw = {"actor_learner": True}
     if args.async_workers:
         mesh_kw = {"async_workers": True}
+    if args.vector_env is not None:
+        mesh_kw["vector_env"] = args.vector_env
     pbt = None
     if args.pbt is not None:
         from jaxrl_par.runner.pbt import PBT
@@ -823,8 +829,9 @@ def cmd_list(args) -> int:
     print("environments:" + ("" if args.details else " (--details: actions and observations)"))
     for env_id in envs.list_envs():
         print(f"  {env_id:26s} {_env_details(env_id)}" if args.details else f"  {env_id}")
-    print("  gymnasium:<id>             any gymnasium env, stepped on the host: a3c and "
-          "gorila with --async-workers, impala with --actor-learner")
+    print("  gymnasium:<id>             any gymnasium env, stepped on the host (--vector-env "
+          "async|sync): ppo, a2c, dqn, sac; a3c and gorila with --async-workers, impala "
+          "with --actor-learner")
     print("  brax:<name>[:<backend>]    a Brax env (pip install 'jaxrl_par[brax]'), e.g. "
           "brax:ant:positional: " + _brax_names())
     return 0

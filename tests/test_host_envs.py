@@ -105,10 +105,10 @@ def test_spec_and_errors():
     np.testing.assert_array_equal(spec.action_bounds[1], [2.0])
     with pytest.raises(ValueError, match="closest gymnasium ids: CartPole-v1"):
         a3c.Config(env="gymnasium:CartPole-v9")
-    from jaxrl_par.algos import ppo
+    from jaxrl_par.algos import impala
 
-    with pytest.raises(ValueError, match="train a3c or gorila on it with async_workers"):
-        ppo.make(ppo.Config(env="gymnasium:CartPole-v1"))
+    with pytest.raises(ValueError, match="a3c or gorila with async_workers"):
+        impala.make(impala.Config(env="gymnasium:CartPole-v1")).update(None)
 
 
 def test_a3c_on_host_envs_needs_the_threaded_runtime():

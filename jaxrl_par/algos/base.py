@@ -64,8 +64,8 @@ class HostActing(NamedTuple):
     stepped from Python by a runtime while compiled programs choose the actions.
 
     Attributes:
-      make_envs: ``make_envs(keys [S]) -> [S] HostVecEnv``: each lane's envs, seeded
-        from its keys.
+      make_envs: ``make_envs(keys [S], vector_env="sync") -> [S] HostVecEnv``: each
+        lane's envs, seeded from its keys, stepped as ``vector_env`` says.
       step: for a :class:`Pipeline`, ``step(envs, actor, copy) -> (actor, acted,
         metrics)`` (the compiled ``actor``'s contract); for an :class:`AsyncWorker`,
         ``step(envs, worker, copy, hparams) -> (worker, push, metrics)`` (the compiled
@@ -77,6 +77,28 @@ class HostActing(NamedTuple):
     make_envs: Callable
     step: Callable
     warmup: Callable | None = None
+
+
+class HostSteps(NamedTuple):
+    """An update split at the env step, so that a vector of host envs
+    (``gymnasium:<id>``, :mod:`jaxrl_par.envs.host`) steps between compiled calls:
+    :mod:`jaxrl_par.parallel.host_loop` calls ``act`` once per env step and ``learn``
+    once per update, each jitted (and vmapped over seed lanes). Both are built from the
+    blocks the on-device ``update`` uses, so the maths is the same.
+
+    Attributes:
+      act: ``act(state, obs [N, ...], t) -> HostAction``: step ``t`` (of the update's
+        ``num_steps``) of every env; its randomness comes from ``state.key`` and ``t``.
+      learn: ``learn(state, rollout) -> (state, metrics)``: the rest of an update from
+        its :class:`~jaxrl_par.blocks.host_steps.Rollout` ``[T, N, ...]``, as
+        ``update`` returns them.
+      warmup_learn: ``learn`` without its learning branch, for the
+        ``Algorithm.warmup_updates`` (as ``Algorithm.warmup_update``), or None.
+    """
+
+    act: Callable
+    learn: Callable
+    warmup_learn: Callable | None = None
 
 
 class Algorithm(NamedTuple):
@@ -110,6 +132,8 @@ class Algorithm(NamedTuple):
       pipeline: the actor-learner halves of ``update``, or None (:class:`Pipeline`).
       async_worker: the parameter-server pieces, or None (:class:`AsyncWorker`).
       host: acting on host environments, or None (:class:`HostActing`).
+      host_steps: the update split at the env step for host vector envs, or None
+        (:class:`HostSteps`).
     """
 
     config: Any
@@ -126,6 +150,7 @@ class Algorithm(NamedTuple):
     pipeline: Pipeline | None = None
     async_worker: AsyncWorker | None = None
     host: HostActing | None = None
+    host_steps: HostSteps | None = None
 
 
 def scan_updates(algo: Algorithm, length: int) -> Callable:

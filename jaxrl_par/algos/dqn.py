@@ -28,7 +28,7 @@ from flax import struct
 
 from jaxrl_par import algos, axes, envs, replay
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, clipped_adam
+from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule
 from jaxrl_par.algos.fields import (
     DataParallel,
@@ -56,7 +56,13 @@ from jaxrl_par.algos.q_common import (
     q_loss,
     to_transitions,
 )
-from jaxrl_par.blocks.exploration import linear_epsilon
+from jaxrl_par.blocks import host_steps
+from jaxrl_par.blocks.exploration import (
+    epsilon_greedy_from_draws,
+    exploration_draws,
+    linear_epsilon,
+)
+from jaxrl_par.envs import host
 from jaxrl_par.networks import QNetwork
 
 
@@ -122,7 +128,8 @@ def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> 
 def make(config: Config) -> Algorithm:
     """Builds DQN's pure ``init`` and ``update`` for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
+    spec = envs.spec(cfg.env)
     network = make_q_network(spec, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     q_fn = network.apply
 
@@ -152,7 +159,7 @@ def make(config: Config) -> Algorithm:
             params=params,
             target_params=params,
             opt_state=tx.init(params),
-            env_state=local_env().reset(env_keys(k_env)),
+            env_state=None if on_host else local_env().reset(env_keys(k_env)),
             nstep_carry=init_nstep_carry(cfg.n_step, n_local, spec.observation_shape,
                                          spec.observation_dtype),
             buffer=buf.init(example_transition(spec.observation_shape,
@@ -223,12 +230,23 @@ def make(config: Config) -> Algorithm:
         """One update; ``warmup=True`` leaves out the learning branch, for the updates in
         which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
         vmap, where the ``lax.cond`` below computes both branches."""
-        hp = hyper.view(cfg, state.hparams)
-        key, k_act, k_learn = jax.random.split(state.key, 3)
-        epsilon = linear_epsilon(state.env_steps, hp.epsilon_start, hp.epsilon_end,
-                                 decay_steps)
+        key, k_act, k_learn = host_steps.update_keys(state.key)
         env_state, steps, ts = act_steps(local_env(), q_fn, state.params, state.env_state,
-                                         k_act, epsilon, cfg.num_steps, step_keys)
+                                         k_act, epsilon_of(state), cfg.num_steps, step_keys)
+        return learn_steps(state.replace(env_state=env_state, key=key), steps, ts, k_learn,
+                           warmup)
+
+    def epsilon_of(state: State) -> jax.Array:
+        """The exploration rate of the state's next update."""
+        hp = hyper.view(cfg, state.hparams)
+        return linear_epsilon(state.env_steps, hp.epsilon_start, hp.epsilon_end, decay_steps)
+
+    def learn_steps(state: State, steps: NStepCarry, ts: envs.Timestep, k_learn: jax.Array,
+                    warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+        """An update's storing and learning from its ``T`` steps (``[T, N, ...]``),
+        ``state`` holding the envs' state and key after them."""
+        hp = hyper.view(cfg, state.hparams)
+        epsilon = epsilon_of(state)
         carry, transitions = to_transitions(state.nstep_carry, steps, hp.gamma, cfg.n_step,
                                             state.env_steps)
         if cfg.prioritized:  # new items get the largest priority seen (Schaul et al.)
@@ -254,9 +272,26 @@ def make(config: Config) -> Algorithm:
                    "gradient_steps": gradient_steps.astype(jnp.float32)}
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        new_state = State(params, target_params, opt_state, env_state, carry, buffer, key,
-                          env_steps, gradient_steps, state.update_count + 1, state.hparams)
+        new_state = State(params, target_params, opt_state, state.env_state, carry, buffer,
+                          state.key, env_steps, gradient_steps, state.update_count + 1,
+                          state.hparams)
         return new_state, metrics
+
+    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
+        """Step ``t`` of the update on host envs: epsilon-greedy, as :func:`act_steps`."""
+        keys = jax.random.split(host_steps.step_key(state.key, t), obs.shape[0])
+        uniforms, random_actions = exploration_draws(keys, spec.num_actions)
+        action = epsilon_greedy_from_draws(q_fn(state.params, obs), uniforms, random_actions,
+                                           epsilon_of(state))
+        return host_steps.HostAction(action, action)
+
+    def host_learn(state: State, traj: host_steps.Rollout, warmup: bool = False):
+        """:func:`learn_steps` from a host rollout."""
+        key, _, k_learn = host_steps.update_keys(state.key)
+        ts = traj.timestep
+        steps = NStepCarry(traj.obs, traj.action, ts.reward, ts.terminated, ts.truncated,
+                           ts.obs, ts.final_obs, jnp.ones_like(ts.terminated))
+        return learn_steps(state.replace(key=key), steps, ts, k_learn, warmup)
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         del key  # greedy
@@ -265,13 +300,15 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=update,
+        update=host.compiled_update if on_host else update,
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
         warmup_update=functools.partial(update, warmup=True),
         axis_name=cfg.axis_name,
-        data_parallel=True,
+        data_parallel=not on_host,
         warmup_updates=cfg.warmup_updates,
+        host_steps=HostSteps(host_act, host_learn, functools.partial(host_learn, warmup=True))
+        if on_host else None,
     )

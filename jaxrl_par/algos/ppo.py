@@ -27,7 +27,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, clipped_adam
+from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import RolloutSchedule
 from jaxrl_par.algos.fields import (
     ActorCriticLoss,
@@ -42,6 +42,7 @@ from jaxrl_par.algos.fields import (
     configclass,
     field,
 )
+from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.normalization import (
     RunningStats,
     init_reward_scaling,
@@ -51,6 +52,7 @@ from jaxrl_par.blocks.normalization import (
     update_stats,
 )
 from jaxrl_par.blocks.rollouts import env_action, policy_rollout
+from jaxrl_par.envs import host
 from jaxrl_par.losses.policy_gradient import (
     actor_critic_loss,
     approx_kl,
@@ -200,7 +202,8 @@ def ppo_loss(network: ActorCritic, params, batch: Batch, hp,
 def make(config: Config) -> Algorithm:
     """Builds PPO's pure ``init`` and ``update`` for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
+    spec = envs.spec(cfg.env)
     network = cfg.actor_critic(spec)
     # The rollout runs the actor alone; values come after it from one batched critic pass.
     greedy = make_policy(network, deterministic=True)
@@ -231,7 +234,7 @@ def make(config: Config) -> Algorithm:
         return State(
             params=params,
             opt_state=tx.init(params),
-            env_state=local_env().reset(env_keys(k_env)),
+            env_state=None if on_host else local_env().reset(env_keys(k_env)),
             obs_stats=init_stats(spec.observation_shape),
             key=k_run,
             update_count=jnp.int32(0),
@@ -291,9 +294,17 @@ def make(config: Config) -> Algorithm:
         return jax.lax.scan(lambda c, mb: sgd_step(c, mb, hp), carry, minibatches)
 
     def update(state: State) -> tuple[State, dict[str, jax.Array]]:
-        hp = hyper.view(cfg, state.hparams)
-        key, k_roll, k_learn = jax.random.split(state.key, 3)
+        key, k_roll, k_learn = host_steps.update_keys(state.key)
         env_state, (obs, action, extras, ts) = rollout(state, k_roll)
+        return learn(state.replace(env_state=env_state, key=key),
+                     host_steps.Rollout(obs, action, extras, ts), k_learn)
+
+    def learn(state: State, traj: host_steps.Rollout, k_learn: jax.Array
+              ) -> tuple[State, dict[str, jax.Array]]:
+        """An update's learning from its rollout (``obs`` as the actor saw them),
+        ``state`` holding the envs' state and key after it."""
+        hp = hyper.view(cfg, state.hparams)
+        obs, action, extras, ts = traj
         # Critic values after the rollout, in large batched passes: V(obs_t) for the
         # advantages, and V(final_obs_t), the bootstrap: it equals the next step's value
         # when the episode goes on and is the truncation bootstrap otherwise.
@@ -323,9 +334,26 @@ def make(config: Config) -> Algorithm:
         metrics = dict(zip(LOSS_METRICS, sums / steps, strict=True))
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        new_state = State(params, opt_state, env_state, obs_stats, key, state.update_count + 1,
-                          reward_stats, discounted_return, state.hparams)
+        new_state = State(params, opt_state, state.env_state, obs_stats, state.key,
+                          state.update_count + 1, reward_stats, discounted_return,
+                          state.hparams)
         return new_state, metrics
+
+    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
+        """Step ``t`` of the rollout on host envs: the actor's sample, as
+        :func:`policy_rollout` draws it."""
+        dist = network.apply(state.params, prepare(state.obs_stats, obs),
+                             method=ActorCritic.actor)
+        action, log_prob = host_steps.sample(dist, host_steps.step_key(state.key, t),
+                                             obs.shape[0], spec.num_actions, spec.discrete)
+        return host_steps.HostAction(action, env_action(spec, action),
+                                     PolicyExtras(log_prob=log_prob, value=None))
+
+    def host_learn(state: State, traj: host_steps.Rollout):
+        """:func:`learn` from a host rollout of raw observations."""
+        key, _, k_learn = host_steps.update_keys(state.key)
+        traj = traj._replace(obs=prepare(state.obs_stats, traj.obs))
+        return learn(state.replace(key=key), traj, k_learn)
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The distribution's mode, as the env gets it (:func:`rollouts.env_action`)."""
@@ -335,11 +363,12 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=update,
+        update=host.compiled_update if on_host else update,
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
         hyperparams=cfg.sweep,
         axis_name=cfg.axis_name,
-        data_parallel=True,
+        data_parallel=not on_host,
+        host_steps=HostSteps(host_act, host_learn) if on_host else None,
     )

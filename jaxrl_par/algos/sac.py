@@ -28,7 +28,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, clipped_adam
+from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule
 from jaxrl_par.algos.fields import (
     DataParallel,
@@ -43,7 +43,9 @@ from jaxrl_par.algos.fields import (
     configclass,
     field,
 )
+from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.rollouts import policy_rollout
+from jaxrl_par.envs import host
 from jaxrl_par.losses.soft_actor_critic import (
     soft_actor_loss,
     soft_critic_loss,
@@ -86,7 +88,7 @@ class Config(ReplaySchedule, DataParallel, Network, Polyak, TrainFrequency, Repl
     def __post_init__(self):
         hyper.check_sweep(self)
         envs.check_env_id(self.env)
-        if envs.make(self.env, 1).discrete:
+        if envs.spec(self.env).discrete:
             raise ValueError(f"sac.Config: {self.env} has discrete actions; SAC here takes a "
                              "continuous (Box) action space: train dqn or ppo on it "
                              f"(jaxrl-par train dqn --env {self.env})")
@@ -149,7 +151,8 @@ class _Exploring(NamedTuple):
 def make(config: Config) -> Algorithm:
     """Builds SAC's pure ``init`` and ``update`` for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
+    spec = envs.spec(cfg.env)
     low, high = (jnp.broadcast_to(b, spec.action_shape) for b in spec.action_bounds)
     action_dim = spec.num_actions
     actor = SquashedGaussianActor(action_dim, tuple(float(x) for x in low.ravel()),
@@ -184,7 +187,8 @@ def make(config: Config) -> Algorithm:
             target_critic_params=critic_params, log_alpha=log_alpha,
             actor_opt=tx_actor.init(actor_params), critic_opt=tx_critic.init(critic_params),
             alpha_opt=tx_alpha.init(log_alpha),
-            env_state=local_env().reset(axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+            env_state=None if on_host else local_env().reset(
+                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
             buffer=buf.init(example), key=k_run, env_steps=jnp.int32(0),
             gradient_steps=jnp.int32(0), update_count=jnp.int32(0), hparams=hyper.init(cfg))
 
@@ -258,11 +262,22 @@ def make(config: Config) -> Algorithm:
         """One update; ``warmup=True`` leaves out the learning branch, for the updates in
         which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
         vmap, where the ``lax.cond`` below computes both branches."""
-        key, k_act, k_learn = jax.random.split(state.key, 3)
-        warm = state.env_steps < cfg.learning_starts
+        key, k_act, k_learn = host_steps.update_keys(state.key)
         env_state, (obs, action, _, ts) = policy_rollout(
-            local_env(), lambda o: _Exploring(actor.apply(state.actor_params, o), warm),
-            state.env_state, k_act, cfg.num_envs, cfg.num_steps, cfg.axis_name)
+            local_env(), functools.partial(exploring, state), state.env_state, k_act,
+            cfg.num_envs, cfg.num_steps, cfg.axis_name)
+        return learn_steps(state.replace(env_state=env_state, key=key), obs, action, ts,
+                           k_learn, warmup)
+
+    def exploring(state: State, obs: jax.Array) -> _Exploring:
+        """The acting distribution of the state's next update at ``obs``."""
+        warm = state.env_steps < cfg.learning_starts
+        return _Exploring(actor.apply(state.actor_params, obs), warm)
+
+    def learn_steps(state: State, obs, action, ts: envs.Timestep, k_learn: jax.Array,
+                    warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+        """An update's storing and learning from its ``T`` steps (``[T, N, ...]``),
+        ``state`` holding the envs' state and key after them."""
 
         def flat(x):
             return x.reshape((-1,) + x.shape[2:])
@@ -289,9 +304,21 @@ def make(config: Config) -> Algorithm:
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
         new_state = State(actor_params, critic_params, target_params, log_alpha, *opts,
-                          env_state, buffer, key, env_steps, gradient_steps,
+                          state.env_state, buffer, state.key, env_steps, gradient_steps,
                           state.update_count + 1, state.hparams)
         return new_state, metrics
+
+    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
+        """Step ``t`` of the update on host envs, drawn as :func:`policy_rollout` draws."""
+        action, _ = host_steps.sample(exploring(state, obs), host_steps.step_key(state.key, t),
+                                      obs.shape[0], action_dim, False)
+        return host_steps.HostAction(action, action)
+
+    def host_learn(state: State, traj: host_steps.Rollout, warmup: bool = False):
+        """:func:`learn_steps` from a host rollout."""
+        key, _, k_learn = host_steps.update_keys(state.key)
+        return learn_steps(state.replace(key=key), traj.obs, traj.action, traj.timestep,
+                           k_learn, warmup)
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The policy's mode: the squashed mean, inside the action box."""
@@ -301,13 +328,15 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=update,
+        update=host.compiled_update if on_host else update,
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
         warmup_update=functools.partial(update, warmup=True),
         axis_name=cfg.axis_name,
-        data_parallel=True,
+        data_parallel=not on_host,
         warmup_updates=cfg.warmup_updates,
+        host_steps=HostSteps(host_act, host_learn, functools.partial(host_learn, warmup=True))
+        if on_host else None,
     )

@@ -9,6 +9,7 @@ from jaxrl_par.envs.registry import (
     make,
     register,
     source_record,
+    spec,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "make",
     "register",
     "source_record",
+    "spec",
 ]

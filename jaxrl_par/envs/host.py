@@ -16,16 +16,20 @@ runtime (``train(..., actor_learner=True)``), stepped while the learner's progra
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
+
+from jaxrl_par.envs import envpool_envs
 
 PREFIX = "gymnasium:"
 
 
 def is_host(env_id: str) -> bool:
-    """Whether ``env_id`` names host envs (``"gymnasium:..."``)."""
-    return isinstance(env_id, str) and env_id.startswith(PREFIX)
+    """Whether ``env_id`` names host envs (``"gymnasium:..."`` or ``"envpool:..."``)."""
+    return isinstance(env_id, str) and (env_id.startswith(PREFIX)
+                                        or envpool_envs.is_envpool(env_id))
 
 
 def _gymnasium():
@@ -40,6 +44,9 @@ def check_env_id(env_id: str) -> None:
     """``ValueError`` naming close ids unless gymnasium knows ``env_id``'s id."""
     import difflib
 
+    if envpool_envs.is_envpool(env_id):
+        envpool_envs.check_env_id(env_id)
+        return
     gym = _gymnasium()
     name = env_id[len(PREFIX):]
     if name in gym.registry:
@@ -61,12 +68,20 @@ class HostSpec:
     num_actions: int
     action_bounds: tuple[np.ndarray, np.ndarray] | None
 
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.discrete else (self.num_actions,)
+
 
 def spec(env_id: str) -> HostSpec:
-    """The :class:`HostSpec` of ``"gymnasium:<id>"``, from one env's spaces."""
+    """The :class:`HostSpec` of ``"gymnasium:<id>"`` (or ``"envpool:<id>"``), from one
+    env's spaces: a Box of observations, Discrete or 1-d Box actions."""
     check_env_id(env_id)
     gym = _gymnasium()
-    env = gym.make(env_id[len(PREFIX):])
+    if envpool_envs.is_envpool(env_id):
+        env = envpool_envs.make_pool(env_id, 1, 0)
+    else:
+        env = gym.make(env_id[len(PREFIX):])
     try:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
@@ -84,26 +99,105 @@ def spec(env_id: str) -> HostSpec:
     raise ValueError(f"{env_id}: actions must be Discrete or a 1-d Box, got {act_space}")
 
 
+VECTOR_ENVS = ("async", "sync")  # gymnasium's AsyncVectorEnv / SyncVectorEnv
+
+
+def check_vector_env(vector_env: str) -> None:
+    """``ValueError`` unless ``vector_env`` is one of :data:`VECTOR_ENVS`."""
+    if vector_env not in VECTOR_ENVS:
+        raise ValueError(f"vector_env={vector_env!r}; choose from {VECTOR_ENVS} (async: "
+                         "each env in a subprocess, sync: all in this process)")
+
+
+def _make_in_subprocess(name: str):
+    """``gymnasium.make(name)`` in an ``AsyncVectorEnv`` worker, which first drops the
+    signal handlers it inherited from the trainer: Ctrl-C reaches the trainer alone
+    (which finishes its chunk, still stepping the envs), and the worker ends quietly
+    when its trainer ends it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return _gymnasium().make(name)
+
+
 class HostVecEnv:
-    """``num_envs`` gymnasium envs stepped one after another, auto-resetting.
+    """``num_envs`` gymnasium envs as one gymnasium vector env, auto-resetting.
+
+    ``vector_env="async"`` is gymnasium's ``AsyncVectorEnv``: each env in a subprocess,
+    observations through shared memory (the SubprocVecEnv paradigm), so the envs step at
+    once and :meth:`step_async` returns while they do; ``"sync"`` is its
+    ``SyncVectorEnv``, stepping them one after another in this process. Both run with
+    gymnasium 1.x's ``AutoresetMode.SAME_STEP``: the step that ends an episode returns
+    the next episode's first observation, and the observation it reached in
+    ``info["final_obs"]`` (the default ``NEXT_STEP`` mode would spend one step per
+    episode on the reset). Each step then has the semantics of the JAX envs
+    (:class:`jaxrl_par.envs.VecEnv`): ``terminated`` and ``truncated`` apart, ``final_obs``
+    the bootstrap of a truncated episode, each finished episode's return and length.
 
     Args:
       env_id: ``"gymnasium:<id>"``.
       num_envs: copies; env ``i`` is first reset with seed ``seed + i``.
+      vector_env: ``"sync"`` or ``"async"`` (:data:`VECTOR_ENVS`).
     """
 
-    def __init__(self, env_id: str, num_envs: int, seed: int):
+    def __init__(self, env_id: str, num_envs: int, seed: int, vector_env: str = "sync"):
+        check_vector_env(vector_env)
         self.spec = spec(env_id)
         gym = _gymnasium()
-        self.envs = [gym.make(env_id[len(PREFIX):]) for _ in range(num_envs)]
-        self.obs = np.stack([np.asarray(env.reset(seed=seed + i)[0], np.float32)
-                             for i, env in enumerate(self.envs)])
+        name, mode = env_id[len(PREFIX):], gym.vector.AutoresetMode.SAME_STEP
+        if vector_env == "async":
+            makers = [functools.partial(_make_in_subprocess, name)] * num_envs
+            self.vector = gym.vector.AsyncVectorEnv(makers, autoreset_mode=mode)
+        else:
+            makers = [functools.partial(gym.make, name)] * num_envs
+            self.vector = gym.vector.SyncVectorEnv(makers, autoreset_mode=mode)
+        obs, _ = self.vector.reset(seed=seed)
+        self.obs = np.asarray(obs, np.float32)
         self.episode_return = np.zeros(num_envs, np.float32)
         self.episode_length = np.zeros(num_envs, np.int32)
+        self._actions = None
 
     @property
     def num_envs(self) -> int:
-        return len(self.envs)
+        return self.vector.num_envs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Starts stepping every env with its action (``[N]`` ints or ``[N, D]``)."""
+        actions = np.asarray(actions)
+        actions = actions.astype(np.int64) if self.spec.discrete else actions
+        if isinstance(self.vector, _gymnasium().vector.AsyncVectorEnv):
+            self.vector.step_async(actions)
+        else:
+            self._actions = actions
+
+    def step_wait(self) -> dict[str, np.ndarray]:
+        """Waits for the step :meth:`step_async` started; returns what :meth:`step` does."""
+        if self._actions is None:
+            obs, reward, terminated, truncated, info = self.vector.step_wait()
+        else:
+            actions, self._actions = self._actions, None
+            obs, reward, terminated, truncated, info = self.vector.step(actions)
+        obs = np.asarray(obs, np.float32)
+        final_obs = obs.copy()
+        ended = info.get("_final_obs")
+        if ended is not None and ended.any():
+            final_obs[ended] = np.stack([np.asarray(o, np.float32)
+                                         for o in info["final_obs"][ended]])
+        out = {"reward": np.asarray(reward, np.float32),
+               "terminated": np.asarray(terminated, bool),
+               "truncated": np.asarray(truncated, bool) & ~np.asarray(terminated, bool),
+               "final_obs": final_obs}
+        self.episode_return += out["reward"]
+        self.episode_length += 1
+        done = out["terminated"] | out["truncated"]
+        out["done"] = done
+        out["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
+        out["episode_length"] = np.where(done, self.episode_length, 0).astype(np.int32)
+        self.episode_return[done] = 0.0
+        self.episode_length[done] = 0
+        self.obs = obs
+        return out
 
     def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
         """Steps every env with its action and resets those whose episode ended.
@@ -113,42 +207,35 @@ class HostVecEnv:
         and ``final_obs [N, ...]`` (the observation the step reached, before a reset);
         ``self.obs`` is then what each env observes next.
         """
-        n = self.num_envs
-        out = {"reward": np.zeros(n, np.float32), "terminated": np.zeros(n, bool),
-               "truncated": np.zeros(n, bool), "final_obs": np.empty_like(self.obs)}
-        next_obs = np.empty_like(self.obs)
-        for i, env in enumerate(self.envs):
-            action = actions[i].item() if self.spec.discrete else actions[i]
-            obs, reward, terminated, truncated, _ = env.step(action)
-            out["reward"][i], out["terminated"][i], out["truncated"][i] = (
-                reward, terminated, truncated)
-            out["final_obs"][i] = obs
-            next_obs[i] = env.reset()[0] if terminated or truncated else obs
-        self.episode_return += out["reward"]
-        self.episode_length += 1
-        done = out["terminated"] | out["truncated"]
-        out["done"] = done
-        out["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
-        out["episode_length"] = np.where(done, self.episode_length, 0).astype(np.int32)
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0
-        self.obs = next_obs
-        return out
+        self.step_async(actions)
+        return self.step_wait()
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.vector.close()
 
 
 # Who can step host envs, and how: the fix named wherever one reaches a compiled program.
-RUNTIMES = ("train a3c or gorila on it with async_workers=True (CLI: --async-workers), "
-            "or impala with actor_learner=True (--actor-learner)")
+RUNTIMES = ("train it with jaxrl_par.train (ppo, a2c, dqn, sac step a host vector env: "
+            "vector_env='async'|'sync', CLI --vector-env), a3c or gorila with "
+            "async_workers=True (CLI: --async-workers), or impala with actor_learner=True "
+            "(--actor-learner)")
 
 
-def lane_envs(env_id: str, num_envs: int, keys) -> list[HostVecEnv]:
+def lane_envs(env_id: str, num_envs: int, keys, vector_env: str = "sync"
+              ) -> list[HostVecEnv]:
     """A worker's (or the actors') host envs for each seed lane, ``[S]``
     :class:`HostVecEnv` of ``num_envs`` each, seeded from the lanes' ``[S]`` keys."""
-    return [HostVecEnv(env_id, num_envs, seed) for seed in lane_seeds(keys)]
+    return [make_vector(env_id, num_envs, seed, vector_env) for seed in lane_seeds(keys)]
+
+
+def make_vector(env_id: str, num_envs: int, seed: int, vector_env: str = "sync"):
+    """``num_envs`` host envs of ``env_id``: a :class:`HostVecEnv` (gymnasium), or for
+    ``"envpool:<id>"`` an :class:`~jaxrl_par.envs.envpool_envs.EnvPoolVecEnv` (EnvPool's
+    own threads; ``vector_env`` does not apply)."""
+    if envpool_envs.is_envpool(env_id):
+        check_vector_env(vector_env)
+        return envpool_envs.EnvPoolVecEnv(env_id, num_envs, seed, spec(env_id))
+    return HostVecEnv(env_id, num_envs, seed, vector_env)
 
 
 def lane_seeds(keys) -> list[int]:

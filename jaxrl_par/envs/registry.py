@@ -124,6 +124,14 @@ def check_env_id(env_id: str) -> None:
     )
 
 
+def spec(env_id: str):
+    """What networks and configs read of an env (spaces, dtype, bounds): a one-env
+    :class:`VecEnv`, or for host envs (``"gymnasium:<id>"``) their
+    :class:`~jaxrl_par.envs.host.HostSpec`."""
+    check_env_id(env_id)
+    return host.spec(env_id) if host.is_host(env_id) else make(env_id, 1)
+
+
 def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:
     """Builds ``num_envs`` vectorised, auto-resetting copies of ``env_id``.
 

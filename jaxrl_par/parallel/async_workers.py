@@ -45,6 +45,7 @@ import numpy as np
 from jaxrl_par import algos
 from jaxrl_par.algos.base import Algorithm, combine_worker_metrics
 from jaxrl_par.algos.config import algorithm_name
+from jaxrl_par.envs import host
 from jaxrl_par.platform import cpu_threads
 
 SCHEDULES = ("threads", "round_robin")
@@ -92,10 +93,12 @@ class AsyncWorkers:
         ``True`` for every local device.
       schedule: ``"threads"`` (asynchronous) or ``"round_robin"`` (one thread, fixed
         order: equals the algorithm's own ``update``).
+      vector_env: how workers' host envs step (``"sync"`` or ``"async"``, see
+        :class:`~jaxrl_par.envs.host.HostVecEnv`).
     """
 
     def __init__(self, algo: Algorithm, devices: bool | Sequence[jax.Device] | None = True,
-                 schedule: str = "threads"):
+                 schedule: str = "threads", vector_env: str = "sync"):
         check_algorithm(algo)
         if schedule not in SCHEDULES:
             raise ValueError(f"async_workers: schedule={schedule!r}; choose from {SCHEDULES}")
@@ -104,6 +107,8 @@ class AsyncWorkers:
         self.devices = pick_devices(devices)
         self.learner_device = self.devices[0]  # the server's (the runner places the state)
         self.schedule = schedule
+        host.check_vector_env(vector_env)
+        self.vector_env = vector_env  # how host envs step (jaxrl_par.envs.host)
         self.worker_devices = [self.devices[k % len(self.devices)]
                                for k in range(self.num_workers)]
         #: The worker of each push the server applied in the last chunk, in order.
@@ -158,7 +163,8 @@ class AsyncWorkers:
             # runtime, so episodes run on across chunks); the server's program compiles
             # at the first push, whose shapes only the host worker knows.
             if not self.host_envs:
-                self.host_envs = [acting.make_envs(state.workers.key[:, k])
+                self.host_envs = [acting.make_envs(state.workers.key[:, k],
+                                                   vector_env=self.vector_env)
                                   for k in range(num_workers)]
             serve_program = serve_fn
         else:

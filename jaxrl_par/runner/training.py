@@ -29,6 +29,7 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.parallel.async_workers import AsyncWorkers
+from jaxrl_par.parallel.host_loop import HostLoop
 from jaxrl_par.platform import cpu_threads
 from jaxrl_par.runner import interrupt, listeners, lockfile, loop, programs, records
 from jaxrl_par.runner import pbt as pbt_lib
@@ -164,13 +165,42 @@ def _check_arguments(algo: Algorithm, num_chunks: int, eval_envs: int, eval_ever
             "(jaxrl-par train --devices N), or make it with axis_name=None for one device")
 
 
+def _host_runtime(algo: Algorithm, vector_env, others: bool) -> programs.Runtime | None:
+    """The host-env runtime of an algorithm on host envs that ``train`` was given no
+    other runtime for: :class:`HostLoop` for one split at the env step (PPO, DQN, SAC),
+    one round-robin worker for a one-worker asynchronous algorithm (A2C); else None."""
+    if isinstance(vector_env, HostLoop):
+        return programs.Runtime(pipeline=vector_env)
+    if vector_env is not None and algo.host_steps is None and algo.host is None:
+        raise ValueError(f"vector_env={vector_env!r} is for host envs (gymnasium:<id>, "
+                         f"envpool:<id>); {algo.config.env} steps on the device: drop it")
+    if algo.host_steps is not None:
+        if others:
+            raise ValueError("an algorithm on host envs runs on one device of its own "
+                             "(the host loop); it does not combine with devices, pop, "
+                             "chunk_fn_factory, actor_learner or async_workers")
+        return programs.Runtime(pipeline=HostLoop(algo, vector_env or "async"))
+    worker = algo.async_worker
+    if algo.host is not None and worker is not None and worker.num_workers == 1 \
+            and not others:
+        return programs.Runtime(pipeline=AsyncWorkers(
+            algo, schedule="round_robin", vector_env=vector_env or "async"))
+    return None
+
+
 def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop,
-             actor_learner, async_workers, progress: bool) -> programs.Runtime:
+             actor_learner, async_workers, progress: bool, vector_env=None
+             ) -> programs.Runtime:
     """The runtime :func:`train`'s arguments ask for: the actor-learner or the
     asynchronous-worker runtime, a device mesh, or one device's ``vmap`` over seeds (with
     ``chunk_fn_factory`` when given). Raises ``ValueError`` for runtimes that do not
     combine, before anything compiles (a mesh's init is traced, which raises what the
     algorithm cannot do on it)."""
+    others = any(x is not None for x in (chunk_fn_factory, devices, pop)) or any(
+        _given(x) for x in (actor_learner, async_workers))
+    on_host = _host_runtime(algo, vector_env, others)
+    if on_host is not None:
+        return on_host
     if _given(actor_learner):
         if devices is not None or pop is not None or chunk_fn_factory is not None:
             raise ValueError("actor_learner runs on two devices of its own; it does not "
@@ -193,7 +223,8 @@ def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop
             raise ValueError("async_workers runs within one process")
         return programs.Runtime(pipeline=async_workers if isinstance(async_workers,
                                                                       AsyncWorkers)
-                                else AsyncWorkers(algo, async_workers))
+                                else AsyncWorkers(algo, async_workers,
+                                                  vector_env=vector_env or "sync"))
     if devices is not None or pop is not None:
         if chunk_fn_factory is not None:
             raise ValueError("give devices/pop or chunk_fn_factory, not both")
@@ -246,6 +277,7 @@ def train(
     pbt: pbt_lib.PBT | None = None,
     eval_envs: int = 0,
     eval_every: int = 1,
+    vector_env: str | HostLoop | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -311,6 +343,13 @@ def train(
         chunk's last update, NaN at the others. The time it takes (its compile
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
       eval_every: chunks between evaluations.
+      vector_env: how an algorithm on host envs (``"gymnasium:<id>"``) steps them:
+        ``"async"`` (the default: gymnasium's ``AsyncVectorEnv``, each env in a
+        subprocess) or ``"sync"`` (``SyncVectorEnv``, in this process), or a
+        :class:`~jaxrl_par.parallel.host_loop.HostLoop` (whose ``timing`` then tells how
+        the wall clock split between envs and device). PPO, DQN, SAC (and every
+        algorithm with ``host_steps``) and A2C run on host envs without further
+        arguments; A3C and Gorila take ``async_workers``, IMPALA ``actor_learner``.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -336,7 +375,7 @@ def train(
         chunk_updates = pbt.interval
     runtime = _runtime(algo, keys, chunk_fn_factory=chunk_fn_factory, devices=devices,
                        pop=pop, actor_learner=actor_learner, async_workers=async_workers,
-                       progress=progress)
+                       progress=progress, vector_env=vector_env)
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     show = progress and is_main
     record = config_record(algo)

@@ -1,0 +1,198 @@
+"""Host vector envs: jaxrl_par's PPO and SAC on gymnasium envs stepped in subprocesses
+(gymnasium's AsyncVectorEnv) or in-process (SyncVectorEnv), against stable-baselines3's
+PPO and SAC on SubprocVecEnv and DummyVecEnv at the same num_envs and hyperparameters.
+
+Every case runs in a fresh process, as its users run it; throughput is env steps per
+second of the training loop (jaxrl_par's compile time is reported apart; SB3 compiles
+nothing). For jaxrl_par the host loop's timing says how the wall clock split between
+stepping the envs, waiting for the device, and the host's own work.
+
+    python benchmarks/host_envs.py                       # the table, and JSON
+    python benchmarks/host_envs.py --ppo-steps 100000 --sac-steps 30000 --solve
+    python benchmarks/host_envs.py --case jaxrl_par:ppo:8:async --steps 50000   # one case
+
+Needs ``pip install stable-baselines3`` for the peers (they are skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+PPO_HP = {"num_steps": 128, "update_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4,
+          "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2, "ent_coef": 0.01,
+          "vf_coef": 0.5, "max_grad_norm": 0.5}
+SAC_HP = {"num_envs": 4, "learning_starts": 5_000, "batch_size": 256, "learning_rate": 3e-4,
+          "gamma": 0.99, "tau": 0.005}
+
+
+def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
+    from jaxrl_par.algos import ppo, sac
+    from jaxrl_par.parallel.host_loop import HostLoop
+    from jaxrl_par.runner.training import train
+
+    if algo_name == "ppo":
+        cfg = ppo.Config(env="gymnasium:CartPole-v1", num_envs=num_envs,
+                         total_timesteps=steps, **PPO_HP)
+        algo = ppo.make(cfg)
+    else:
+        cfg = sac.Config(env="gymnasium:Pendulum-v1", total_timesteps=steps, **SAC_HP)
+        algo = sac.make(cfg)
+    loop = HostLoop(algo, vector_env)
+    result = train(algo, 0, progress=False, num_chunks=10, vector_env=loop)
+    loop.close()
+    return {"steps_per_second": result.steps_per_second,
+            "train_seconds": result.train_seconds, "compile_seconds": result.compile_seconds,
+            "final_return": float(result.final_returns(0.05)[0]),
+            "busy": loop.timing.fractions()}
+
+
+def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    vec_cls = SubprocVecEnv if vector_env == "subproc" else DummyVecEnv
+    if algo_name == "ppo":
+        env = make_vec_env("CartPole-v1", n_envs=num_envs, seed=0, vec_env_cls=vec_cls)
+        hp = PPO_HP
+        model = PPO("MlpPolicy", env, n_steps=hp["num_steps"],
+                    batch_size=num_envs * hp["num_steps"] // hp["num_minibatches"],
+                    n_epochs=hp["update_epochs"],
+                    learning_rate=lambda left: hp["learning_rate"] * left,
+                    gamma=hp["gamma"], gae_lambda=hp["gae_lambda"], clip_range=hp["clip_eps"],
+                    ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"],
+                    max_grad_norm=hp["max_grad_norm"], device="cpu", seed=0,
+                    policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]},
+                                   "activation_fn": torch.nn.Tanh})
+    else:
+        hp = SAC_HP
+        env = make_vec_env("Pendulum-v1", n_envs=hp["num_envs"], seed=0, vec_env_cls=vec_cls)
+        # one gradient step per env step of all envs, as jaxrl_par's train_frequency=1
+        model = SAC("MlpPolicy", env, learning_starts=hp["learning_starts"],
+                    batch_size=hp["batch_size"], learning_rate=hp["learning_rate"],
+                    gamma=hp["gamma"], tau=hp["tau"], train_freq=1,
+                    gradient_steps=hp["num_envs"], device="cpu", seed=0,
+                    policy_kwargs={"net_arch": [64, 64]})
+    t = time.perf_counter()
+    model.learn(steps)
+    seconds = time.perf_counter() - t
+    returns = [info["r"] for info in model.ep_info_buffer]
+    env.close()
+    return {"steps_per_second": steps / seconds, "train_seconds": seconds,
+            "compile_seconds": 0.0,
+            "final_return": float(np.mean(returns)) if returns else float("nan")}
+
+
+def one_case(case: str, steps: int) -> dict:
+    """``case`` = ``library:algo:num_envs:vector_env``; its figures as a dict."""
+    library, algo_name, num_envs, vector_env = case.split(":")
+    run = run_jaxrl_par if library == "jaxrl_par" else run_sb3
+    return {"case": case, "steps": steps, **run(algo_name, int(num_envs), vector_env, steps)}
+
+
+def fresh(case: str, steps: int) -> dict | None:
+    """:func:`one_case` in a fresh process (None if it failed)."""
+    out = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps)],
+                         capture_output=True, text=True, env=dict(os.environ))
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    print(f"{case} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--case", help="one case, library:algo:num_envs:vector_env")
+    p.add_argument("--steps", type=int, default=50_000, help="env steps of --case")
+    p.add_argument("--ppo-steps", type=int, default=100_000)
+    p.add_argument("--sac-steps", type=int, default=30_000)
+    p.add_argument("--num-envs", type=int, nargs="+", default=[8, 32])
+    p.add_argument("--solve", action="store_true",
+                   help="also PPO's defaults (500,000 steps, 4 envs) on gymnasium:CartPole-v1")
+    p.add_argument("--no-sac", action="store_true")
+    p.add_argument("--json", default="benchmarks/results/host_envs.json")
+    args = p.parse_args()
+    if args.case:
+        print(json.dumps(one_case(args.case, args.steps)))
+        return 0
+    try:
+        import stable_baselines3  # noqa: F401
+        peers = True
+    except ImportError:
+        print("stable-baselines3 is not installed: its cases are skipped "
+              "(pip install stable-baselines3)", file=sys.stderr)
+        peers = False
+    cases = []
+    for n in args.num_envs:
+        cases += [(f"jaxrl_par:ppo:{n}:async", args.ppo_steps),
+                  (f"jaxrl_par:ppo:{n}:sync", args.ppo_steps)]
+        if peers:
+            cases += [(f"sb3:ppo:{n}:subproc", args.ppo_steps),
+                      (f"sb3:ppo:{n}:dummy", args.ppo_steps)]
+    if not args.no_sac:
+        cases += [("jaxrl_par:sac:4:async", args.sac_steps), ("jaxrl_par:sac:4:sync",
+                                                             args.sac_steps)]
+        if peers:
+            cases += [("sb3:sac:4:subproc", args.sac_steps), ("sb3:sac:4:dummy",
+                                                             args.sac_steps)]
+    if args.solve:
+        cases.append(("jaxrl_par:ppo-defaults:4:async", 500_000))
+    rows = []
+    print(f"{'case':32s} {'steps':>8s} {'steps/s':>9s} {'train s':>8s} {'compile s':>9s} "
+          f"{'return':>8s}  busy (env/device/host)")
+    for case, steps in cases:
+        defaults = case.startswith("jaxrl_par:ppo-defaults")
+        row = fresh_defaults() if defaults else fresh(case, steps)
+        if row is None:
+            continue
+        rows.append(row)
+        busy = row.get("busy")
+        busy_s = (f"{busy['env']:.0%}/{busy['device']:.0%}/{busy['host']:.0%}"
+                  if busy else "-")
+        print(f"{row['case']:32s} {row['steps']:8d} {row['steps_per_second']:9.0f} "
+              f"{row['train_seconds']:8.1f} {row['compile_seconds']:9.1f} "
+              f"{row['final_return']:8.1f}  {busy_s}", flush=True)
+    for n in args.num_envs:
+        ours = _find(rows, f"jaxrl_par:ppo:{n}:async")
+        peer = _find(rows, f"sb3:ppo:{n}:subproc")
+        if ours and peer:
+            print(f"PPO, {n} subprocess envs: jaxrl_par / SB3 = "
+                  f"{ours['steps_per_second'] / peer['steps_per_second']:.2f}x env steps/s")
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"rows": rows, "cpu_count": os.cpu_count(),
+                   "load_average": os.getloadavg()}, f, indent=1)
+    return 0
+
+
+def fresh_defaults() -> dict | None:
+    """PPO's defaults on gymnasium:CartPole-v1 (the CLI's run), in a fresh process."""
+    code = ("import json; from jaxrl_par.algos import ppo; "
+            "from jaxrl_par.runner.training import train; "
+            "r = train(ppo.make(ppo.Config(env='gymnasium:CartPole-v1')), 0, progress=False); "
+            "print(json.dumps({'case': 'jaxrl_par:ppo-defaults:4:async', 'steps': 500000, "
+            "'steps_per_second': r.steps_per_second, 'train_seconds': r.train_seconds, "
+            "'compile_seconds': r.compile_seconds, "
+            "'final_return': float(r.final_returns(0.05)[0])}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    print(f"ppo defaults failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+    return None
+
+
+def _find(rows: list[dict], case: str) -> dict | None:
+    return next((r for r in rows if r["case"] == case), None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The runtime of synchronous algorithms on host envs: a vector of gymnasium envs
+(``gymnasium:<id>``) stepped in subprocesses, the policy and the learner jitted on the
+device.
+
+An algorithm whose update is split at the env step (:class:`~jaxrl_par.algos.base.HostSteps`:
+PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each update as
+``num_steps`` host steps and one learning call::
+
+    for t in range(T):
+        action = act(state, obs, t)          # jitted, vmapped over seed lanes
+        envs.step_async(action)              # the subprocesses step...
+        ...record the previous step...       # ...while the host stores what it has
+        obs, timestep = envs.step_wait()
+    state, metrics = learn(state, rollout)   # jitted; dispatched, not waited for
+
+The host loop only moves observations and actions. Calls to the device are dispatched
+asynchronously, and the host records a step while the subprocesses compute the next;
+but a step's actions need the device's answer before the envs can step, and an
+update's learning must finish before the next update acts (the maths of the on-device
+update, on-policy for PPO), so the device and the envs mostly take turns.
+:class:`HostTiming` measures how the wall clock splits between stepping the envs,
+waiting for the device and the host's own work.
+
+It is a runtime of the runner (``train(algo, ..., vector_env="async")``, the default for
+such algorithms): chunks, logs, checkpoints and evaluation work as on the device. The
+envs are not part of the checkpointed state: a resumed run starts new episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_par import envs
+from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.blocks.host_steps import Rollout
+from jaxrl_par.envs import host
+
+
+@dataclasses.dataclass
+class HostTiming:
+    """Where a host loop's wall clock went (seconds, summed over the chunks run).
+
+    Attributes:
+      env: stepping the envs (from the start of a step to its results; the device can
+        compute meanwhile).
+      device: waiting for the device (the actions of a step, which waits for the
+        previous update's learning too).
+      wall: the chunks' whole time; ``wall - env - device`` is the host's own work
+        (records, stacking, transfers).
+      env_steps: env steps taken, all envs of all lanes.
+    """
+
+    env: float = 0.0
+    device: float = 0.0
+    wall: float = 0.0
+    env_steps: int = 0
+
+    def fractions(self) -> dict[str, float]:
+        """Shares of the wall clock: ``env``, ``device`` and ``host`` (the rest)."""
+        wall = max(self.wall, 1e-9)
+        return {"env": self.env / wall, "device": self.device / wall,
+                "host": max(0.0, 1.0 - (self.env + self.device) / wall)}
+
+
+class HostLoop:
+    """Runs an algorithm with :attr:`Algorithm.host_steps` on a vector of host envs, one
+    per seed lane, for :func:`jaxrl_par.runner.train`.
+
+    Args:
+      algo: the algorithm, made on a ``"gymnasium:<id>"`` env.
+      vector_env: ``"async"`` (gymnasium's ``AsyncVectorEnv``: subprocesses with shared
+        memory) or ``"sync"`` (``SyncVectorEnv``: in this process). Both give the same
+        results for a seed.
+    """
+
+    concurrent = False  # one host thread
+
+    def __init__(self, algo: Algorithm, vector_env: str = "async"):
+        if algo.host_steps is None:
+            raise ValueError(f"{type(algo.config).__module__.rsplit('.', 1)[-1]} has no "
+                             f"host steps: it cannot step a vector of host envs; "
+                             f"{host.RUNTIMES}")
+        host.check_vector_env(vector_env)
+        self.algo = algo
+        self.vector_env = vector_env
+        self.learner_device = jax.devices()[0]
+        self.timing = HostTiming()
+        #: ``[S]`` :class:`~jaxrl_par.envs.host.HostVecEnv`, made at the first compile.
+        self.host_envs: list[host.HostVecEnv] = []
+        steps = algo.host_steps
+        self._act = jax.jit(jax.vmap(steps.act, in_axes=(0, 0, None)))
+        self._learn = jax.jit(jax.vmap(steps.learn))
+        self._warmup_learn = (jax.jit(jax.vmap(steps.warmup_learn))
+                              if steps.warmup_learn is not None else None)
+
+    def close(self) -> None:
+        """Closes the envs (their subprocesses)."""
+        for env in self.host_envs:
+            env.close()
+        self.host_envs = []
+
+    def start(self, state: Any) -> None:
+        """Makes each lane's envs, seeded from its ``state.key`` (once: episodes run on
+        across chunks and runs)."""
+        cfg = self.algo.config
+        if not self.host_envs:
+            self.host_envs = host.lane_envs(cfg.env, cfg.num_envs, state.key,
+                                            self.vector_env)
+
+    def compile(self, state: Any, chunk_updates: int) -> Callable:
+        """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
+        contract (rows past ``algo.num_updates`` zero). Starts the envs (:meth:`start`)
+        and compiles ``act`` and ``learn`` on dummy data."""
+        cfg = self.algo.config
+        self.start(state)
+        obs = np.zeros_like(self._lane_obs())
+        action = jax.device_get(self._act(state, obs, np.int32(0)))
+        zeros = [{k: np.zeros_like(v) for k, v in self._empty_step().items()}
+                 ] * cfg.num_steps
+        rollout = self._rollout_arrays([obs] * cfg.num_steps, [action] * cfg.num_steps,
+                                       zeros)
+        for learn in (self._learn, self._warmup_learn):
+            if learn is not None:
+                jax.block_until_ready(learn(state, rollout))
+        return lambda state, start: self._chunk(state, start, chunk_updates)
+
+    def _lane_obs(self) -> np.ndarray:
+        return np.stack([env.obs for env in self.host_envs])  # [S, N, ...]
+
+    def _empty_step(self) -> dict[str, np.ndarray]:
+        s, n = len(self.host_envs), self.algo.config.num_envs
+        obs = self._lane_obs()
+        return {"obs": obs, "reward": np.zeros((s, n), np.float32),
+                "terminated": np.zeros((s, n), bool), "truncated": np.zeros((s, n), bool),
+                "final_obs": obs, "episode_return": np.zeros((s, n), np.float32),
+                "episode_length": np.zeros((s, n), np.int32)}
+
+    @staticmethod
+    def _rollout_arrays(obs: list, actions: list, steps: list[dict]) -> Rollout:
+        """The :class:`Rollout` ``[S, T, N, ...]`` of ``T`` steps' records."""
+        def stack(*xs):  # on the host, then one transfer
+            return jnp.asarray(np.stack(xs, axis=1))
+
+        timestep = envs.Timestep(**{name: stack(*[st[name] for st in steps])
+                                    for name in envs.Timestep._fields})
+        return Rollout(obs=stack(*obs), action=stack(*[a.action for a in actions]),
+                       extras=jax.tree.map(stack, *[a.extras for a in actions]),
+                       timestep=timestep)
+
+    def rollout(self, state: Any) -> Rollout:
+        """``num_steps`` steps of every lane's envs acting with ``state``: a
+        :class:`Rollout` ``[S, T, N, ...]``, as ``learn`` takes it."""
+        timing, lanes = self.timing, self.host_envs
+        obs_rows, actions, steps = [], [], []
+        obs = self._lane_obs()
+        for t in range(self.algo.config.num_steps):
+            action = self._act(state, obs, np.int32(t))
+            t0 = time.perf_counter()
+            action = jax.device_get(action)  # waits for the device
+            t1 = time.perf_counter()
+            for s, env in enumerate(lanes):
+                env.step_async(action.env_action[s])
+            obs_rows.append(obs)  # host work while the envs step
+            actions.append(action)
+            outs = [env.step_wait() for env in lanes]
+            t2 = time.perf_counter()
+            timing.device += t1 - t0
+            timing.env += t2 - t1
+            obs = self._lane_obs()
+            step = {name: np.stack([o[name] for o in outs])
+                    for name in ("reward", "terminated", "truncated", "final_obs",
+                                 "episode_return", "episode_length")}
+            step["obs"] = obs
+            steps.append(step)
+        timing.env_steps += self.algo.config.num_steps * self.algo.config.num_envs * len(lanes)
+        return self._rollout_arrays(obs_rows, actions, steps)
+
+    def _chunk(self, state: Any, start: int, chunk_updates: int):
+        algo = self.algo
+        t0 = time.perf_counter()
+        rows = []
+        for u in range(int(start), int(start) + chunk_updates):
+            if u >= algo.num_updates:
+                rows.append(jax.tree.map(jnp.zeros_like, rows[-1]))
+                continue
+            learn = self._learn
+            if u < algo.warmup_updates and self._warmup_learn is not None:
+                learn = self._warmup_learn
+            state, metrics = learn(state, self.rollout(state))  # dispatched
+            rows.append(metrics)
+        metrics = jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *rows)
+        jax.block_until_ready(metrics)
+        self.timing.wall += time.perf_counter() - t0
+        return state, metrics
