@@ -261,4 +261,34 @@ def load_policy(path: str, *, seed: int | None = None) -> Policy:
     return _from_export(path)
 
 
-__all__ = ["Policy", "export_policy", "load_policy"]
+def evaluate(source: Policy | Algorithm | str, states: Any = None, *, num_envs: int = 8,
+             seed: int = 0) -> np.ndarray:
+    """Greedy returns (:func:`~jaxrl_par.runner.evaluation.greedy_returns`) of what is given.
+
+    Args:
+      source: a run's log dir (every seed of it), a :class:`Policy` (its one seed), or an
+        ``Algorithm`` with its ``states``.
+      states: with an ``Algorithm``: training states ``[S, ...]`` (``TrainResult.state``).
+      num_envs: episodes per seed, one in each of ``num_envs`` envs.
+      seed: the evaluation's random stream.
+
+    Returns:
+      float64 ``[S]``: each seed's mean return over its ``num_envs`` greedy episodes
+      (``[1]`` for a policy).
+    """
+    from jaxrl_par.runner.evaluation import greedy_returns
+
+    if isinstance(source, Policy):
+        algo, states = source.algo, jax.tree.map(lambda x: x[None], source.state)
+    elif isinstance(source, Algorithm):
+        if states is None:
+            raise ValueError("evaluate(algo, states): give the states ([S, ...], e.g. "
+                             "TrainResult.state) with an algorithm")
+        algo = source
+    else:
+        run = load_run(os.fspath(source))
+        algo, states = run.algo, run.state
+    return greedy_returns(algo, states, num_envs=num_envs, seed=seed)
+
+
+__all__ = ["Policy", "evaluate", "export_policy", "load_policy"]
