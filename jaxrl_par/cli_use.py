@@ -1,5 +1,5 @@
 """The commands that use a trained run: ``jaxrl-par export``, ``jaxrl-par plot`` and
-``jaxrl-par eval --video`` (wired into :mod:`jaxrl_par.cli`)."""
+``jaxrl-par eval --video/--plot`` (wired into :mod:`jaxrl_par.cli`)."""
 
 from __future__ import annotations
 
@@ -38,17 +38,26 @@ def add_commands(sub) -> list[argparse.ArgumentParser]:
 
 
 def add_video_arguments(ev: argparse.ArgumentParser) -> None:
-    """``eval``'s ``--video PATH`` and ``--episodes N``."""
+    """``eval``'s ``--video PATH``, ``--episodes N``, ``--fps`` and ``--plot PATH``."""
     ev.add_argument("--video", metavar="PATH",
                     help="also record greedy episodes of the run's best seed to PATH (.gif "
                          "with Pillow; .mp4 with pip install 'jaxrl_par[video]')")
     ev.add_argument("--episodes", type=int, default=1, metavar="N",
                     help="episodes in the --video (default 1)")
     ev.add_argument("--fps", type=int, default=30, help="frames per second of the --video")
+    ev.add_argument("--plot", metavar="PATH",
+                    help="also plot the run's learning curves to PATH, as jaxrl-par plot does")
 
 
 def eval_video(args) -> None:
-    """Records ``eval --video`` (nothing without it)."""
+    """Records ``eval --video`` and draws ``eval --plot`` (nothing without them)."""
+    out = sys.stderr if args.json else sys.stdout
+    if args.plot:
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        from jaxrl_par.runner.plots import plot_runs
+
+        plot_runs([args.log_dir], args.plot)
+        print(f"wrote {args.plot}", file=out)
     if not args.video:
         return
     if args.episodes < 1 or args.fps < 1:
@@ -60,7 +69,7 @@ def eval_video(args) -> None:
     video = record_video(policy, args.video, episodes=args.episodes, fps=args.fps)
     print(f"{video.path}: {video.frames} frames, seed {policy.seed}, episode return(s) "
           f"{', '.join(f'{r:.1f}' for r in video.returns)}",
-          file=sys.stderr if args.json else sys.stdout)
+          file=out)
 
 
 def cmd_export(args) -> int:
