@@ -212,3 +212,19 @@ def test_evaluate_a_run_and_a_policy(cartpole_run):
     assert per_seed.shape == (1,) and per_seed[0] >= 475
     np.testing.assert_array_equal(jaxrl_par.evaluate(load_policy(cartpole_run), num_envs=2),
                                   per_seed)
+
+
+def test_sampled_actions(cartpole_run):
+    """``sample=True`` draws from the distribution: a new draw each call, the same one
+    for the same key; Q-learners act greedily only."""
+    obs = np.random.default_rng(2).normal(size=(256, 4)).astype(np.float32) * 2
+    sampled = load_policy(cartpole_run, sample=True)
+    first, second = sampled(obs), sampled(obs)
+    assert first.shape == (256,) and set(np.unique(first)) <= {0, 1}
+    assert np.any(first != second)  # a new key each call
+    greedy = load_policy(cartpole_run)
+    key = jax.random.key(7)
+    np.testing.assert_array_equal(greedy(obs, key=key), sampled(obs, key=key))
+    assert np.any(greedy(obs, key=key) != greedy(obs))  # a key draws, without one: the mode
+    with pytest.raises(ValueError, match=r"dqn acts greedily only"):
+        policy_lib.Policy(jaxrl_par.dqn.make(jaxrl_par.dqn.Config()), None, sample=True)

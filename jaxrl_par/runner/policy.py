@@ -43,17 +43,21 @@ FORMAT = 1  # the version of export_policy's files
 
 def acting_leaves(algo: Algorithm, state: Any) -> list[bool]:
     """For each leaf of the unbatched ``state`` (``jax.tree.leaves`` order), whether
-    ``algo.act(state, obs, key)`` reads it: found from ``act``'s jaxpr, traced on shapes
-    alone (nothing runs)."""
+    ``algo.act(state, obs, key)`` or ``algo.sample`` reads it: found from their jaxprs,
+    traced on shapes alone (nothing runs)."""
     obs = jax.ShapeDtypeStruct((1, *observation_shape(algo.config.env)), jnp.float32)
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), state)
-    closed = jax.make_jaxpr(algo.act)(shapes, obs, jax.random.key(0))
-    jaxpr = closed.jaxpr
-    used = {v for eqn in jaxpr.eqns for v in eqn.invars
-            if not isinstance(v, jax.extend.core.Literal)}
-    used |= {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
     n = len(jax.tree.leaves(state))
-    return [v in used for v in jaxpr.invars[:n]]
+    keep = [False] * n
+    for fn in (algo.act, algo.sample):
+        if fn is None:
+            continue
+        jaxpr = jax.make_jaxpr(fn)(shapes, obs, jax.random.key(0)).jaxpr
+        used = {v for eqn in jaxpr.eqns for v in eqn.invars
+                if not isinstance(v, jax.extend.core.Literal)}
+        used |= {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
+        keep = [k or v in used for k, v in zip(keep, jaxpr.invars[:n], strict=True)]
+    return keep
 
 
 def observation_shape(env_id: str) -> tuple[int, ...]:
@@ -64,22 +68,48 @@ def observation_shape(env_id: str) -> tuple[int, ...]:
 
 
 class Policy:
-    """A trained policy: ``policy(obs) -> action``, greedy.
+    """A trained policy: ``policy(obs) -> action``, greedy unless made with ``sample``.
 
     Attributes:
-      algo: the algorithm it came from (its ``act`` and ``config``).
-      state: one seed's training state, with ``None`` for every leaf ``act`` does not read.
+      algo: the algorithm it came from (its ``act``, ``sample`` and ``config``).
+      state: one seed's training state, with ``None`` for every leaf that neither ``act``
+        nor ``sample`` reads.
       observation_shape: the shape of one observation.
       seed: the training seed it came from (None when unknown).
+      sample: whether calls without a key draw actions (from a key stream of the policy's
+        own, seeded by ``sample_seed``) instead of taking the greedy one.
     """
 
-    def __init__(self, algo: Algorithm, state: Any, seed: int | None = None):
+    def __init__(self, algo: Algorithm, state: Any, seed: int | None = None, *,
+                 sample: bool = False, sample_seed: int = 0):
+        if sample and algo.sample is None:
+            raise ValueError(f"{self._name(algo)} acts greedily only (argmax Q): give "
+                             "sample=False")
         self.algo = algo
         self.state = state
         self.seed = seed
+        self.sample = sample
         self.observation_shape = observation_shape(algo.config.env)
         self._act = jax.jit(algo.act)
-        self._key = jax.random.key(0)
+        self._draw = None if algo.sample is None else jax.jit(
+            lambda s, obs, key, i: algo.sample(s, obs, jax.random.fold_in(key, i)))
+        self._key = jax.random.key(sample_seed)
+        self._calls = 0  # draws so far: each call folds its count into the key
+
+    @staticmethod
+    def _name(algo: Algorithm) -> str:
+        return type(algo.config).__module__.rsplit(".", 1)[-1]
+
+    def _run(self, obs: jax.Array, key: jax.Array | None) -> jax.Array:
+        if key is None and not self.sample:
+            return self._act(self.state, obs, self._key)
+        if self._draw is None:
+            raise ValueError(f"{self._name(self.algo)} acts greedily only (argmax Q): call "
+                             "the policy without a key")
+        if key is not None:
+            return self._draw(self.state, obs, key, 0)
+        self._calls += 1
+        return self._draw(self.state, obs, self._key, self._calls)
 
     @property
     def env(self) -> str:
@@ -88,13 +118,14 @@ class Policy:
 
     @float32
     def __call__(self, obs, key: jax.Array | None = None):
-        """The greedy action for ``obs``.
+        """The action for ``obs``: the greedy one, or drawn from the policy's distribution
+        with ``key`` (or with the policy's own key stream if it was made with ``sample``).
 
         Args:
           obs: one observation (``observation_shape``) or a batch ``[N, *observation_shape]``,
             a numpy or jax array (or nested lists).
-          key: a PRNG key handed to ``act`` (the algorithms' ``act`` is greedy and ignores
-            it; a fixed key when None).
+          key: a PRNG key to draw the action with (actor-critic algorithms and SAC;
+            Q-learners act greedily only).
 
         Returns:
           the action (``[]`` int32 for discrete actions, ``[A]`` float32 for continuous),
@@ -107,9 +138,9 @@ class Policy:
         x = jnp.asarray(obs, jnp.float32)
         shape = self.observation_shape
         if x.shape == shape:
-            action = self._act(self.state, x[None], self._key if key is None else key)[0]
+            action = self._run(x[None], key)[0]
         elif x.ndim == len(shape) + 1 and x.shape[1:] == shape:
-            action = self._act(self.state, x, self._key if key is None else key)
+            action = self._run(x, key)
         else:
             raise ValueError(f"observation of shape {tuple(x.shape)}: this policy ({self.env}) "
                              f"takes one observation of shape {shape} or a batch "
@@ -117,8 +148,8 @@ class Policy:
         return action if as_jax else np.asarray(action)
 
     def __repr__(self) -> str:
-        return (f"Policy({type(self.algo.config).__module__.rsplit('.', 1)[-1]} on "
-                f"{self.env}, seed {self.seed})")
+        mode = "sampled" if self.sample else "greedy"
+        return f"Policy({self._name(self.algo)} on {self.env}, seed {self.seed}, {mode})"
 
 
 def best_lane(log_dir: str, seeds: list[int]) -> int:
@@ -144,7 +175,7 @@ def _acting_state(algo: Algorithm, state: Any) -> Any:
                                                                          strict=True)])
 
 
-def _from_run(log_dir: str, seed: int | None) -> Policy:
+def _from_run(log_dir: str, seed: int | None, sample: bool) -> Policy:
     run = load_run(log_dir)
     if seed is None:
         lane = best_lane(log_dir, run.seeds)
@@ -154,7 +185,7 @@ def _from_run(log_dir: str, seed: int | None) -> Policy:
         raise ValueError(f"seed {seed} is not one of the run's seeds {run.seeds}: give one "
                          "of them, or no seed")
     state = jax.tree.map(lambda x: x[lane], run.state)
-    return Policy(run.algo, _acting_state(run.algo, state), run.seeds[lane])
+    return Policy(run.algo, _acting_state(run.algo, state), run.seeds[lane], sample=sample)
 
 
 def _paths(algo: Algorithm) -> tuple[list[str], Any, list[Any]]:
@@ -195,7 +226,7 @@ def export_policy(run_dir: str, path: str, *, seed: int | None = None) -> tuple[
     return path, meta_path
 
 
-def _from_export(path: str) -> Policy:
+def _from_export(path: str, sample: bool) -> Policy:
     meta_path = os.path.splitext(path)[0] + ".json"
     if not os.path.exists(meta_path):
         raise FileNotFoundError(f"{meta_path} does not exist: export_policy writes it beside "
@@ -227,12 +258,14 @@ def _from_export(path: str) -> Policy:
             raise ValueError(f"{path}: {n} has shape {x.shape}, the config makes "
                              f"{shape.shape}: the files do not match")
         leaves.append(jnp.asarray(x, shape.dtype))
-    return Policy(algo, jax.tree.unflatten(treedef, leaves), meta.get("seed"))
+    return Policy(algo, jax.tree.unflatten(treedef, leaves), meta.get("seed"), sample=sample)
 
 
 @float32
-def load_policy(path: str, *, seed: int | None = None) -> Policy:
-    """The greedy policy of a trained run, as a callable ``policy(obs) -> action``.
+def load_policy(path: str, *, seed: int | None = None, sample: bool = False) -> Policy:
+    """The policy of a trained run, as a callable ``policy(obs) -> action``: greedy
+    (``Algorithm.act``: argmax Q, or the distribution's mode), or with ``sample`` drawn
+    from its distribution (``Algorithm.sample``), a new draw each call.
 
     Args:
       path: a run's log dir (``train(..., log_dir=...)`` or the CLI's ``--log-dir``), or
@@ -241,24 +274,26 @@ def load_policy(path: str, *, seed: int | None = None) -> Policy:
       seed: which of a run's seeds to take. By default the best by the last greedy
         return the run recorded (``--eval-every``), or else its first seed. (An export
         holds one seed.)
+      sample: draw actions instead of taking the greedy one (actor-critic algorithms and
+        SAC; any call given a ``key`` draws with it).
 
     Returns:
       a :class:`Policy`.
 
     Raises:
       FileNotFoundError: ``path`` is neither a run's log dir nor an exported policy.
-      ValueError: ``seed`` is not one of the run's.
+      ValueError: ``seed`` is not one of the run's, or ``sample`` for a Q-learner.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        return _from_run(path, seed)  # load_run: FileNotFoundError without a checkpoint
+        return _from_run(path, seed, sample)  # load_run: FileNotFoundError without a checkpoint
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist: give a run's log dir or the "
                                 ".msgpack file that jaxrl-par export wrote")
     if seed is not None:
         raise ValueError("an exported policy holds one seed: give no seed (export another "
                          "seed with jaxrl-par export --seed)")
-    return _from_export(path)
+    return _from_export(path, sample)
 
 
 def evaluate(source: Policy | Algorithm | str, states: Any = None, *, num_envs: int = 8,
