@@ -25,7 +25,8 @@ CELL = 16  # pixels per MinAtar cell
 WIDTH, HEIGHT = 320, 224  # classic-control frames (multiples of 16, as video codecs want)
 
 
-def _pil():
+def pil():
+    """Pillow's ``(Image, ImageDraw)``; a ``ValueError`` naming the install without it."""
     try:
         from PIL import Image, ImageDraw
     except ImportError:
@@ -35,7 +36,7 @@ def _pil():
 
 
 def _canvas(width: int = WIDTH, height: int = HEIGHT):
-    image_cls, draw_cls = _pil()
+    image_cls, draw_cls = pil()
     image = image_cls.new("RGB", (width, height), (255, 255, 255))
     return image, draw_cls.Draw(image)
 
@@ -119,7 +120,7 @@ def minatar(obs: np.ndarray, step: int) -> np.ndarray:
     top = channels - 1 - np.argmax(grid[..., ::-1], axis=-1)
     cells = np.where(grid.any(-1)[..., None], colours[top], 0).astype(np.uint8)
     pixels = np.repeat(np.repeat(cells, CELL, axis=0), CELL, axis=1)
-    image_cls, draw_cls = _pil()
+    image_cls, draw_cls = pil()
     image = image_cls.fromarray(pixels)
     return _finish(image, draw_cls.Draw(image), step, ink=(255, 255, 255))
 

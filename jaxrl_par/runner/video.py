@@ -86,9 +86,8 @@ def write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
     imageio (e.g. ``.mp4`` through imageio-ffmpeg)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if path.lower().endswith(".gif"):
-        from PIL import Image
-
-        images = [Image.fromarray(f) for f in frames]
+        image_cls, _ = render.pil()  # a one-line error without Pillow
+        images = [image_cls.fromarray(f) for f in frames]
         images[0].save(path, save_all=True, append_images=images[1:],
                        duration=max(1, round(1000 / fps)), loop=0)
         return
