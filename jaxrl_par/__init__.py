@@ -2,9 +2,13 @@
 
 Quick start::
 
-    from jaxrl_par import ppo, train
+    from jaxrl_par import load_policy, plot_runs, ppo, record_video, train
 
-    result = train(ppo.make(ppo.Config(env="CartPole-v1")), seeds=[0, 1, 2, 3])
+    result = train(ppo.make(ppo.Config(env="CartPole-v1")), seeds=[0, 1, 2, 3],
+                   log_dir="runs/cartpole")
+    policy = load_policy("runs/cartpole")         # greedy: action = policy(obs)
+    record_video(policy, "cartpole.gif")          # a GIF of a greedy episode
+    plot_runs(["runs/cartpole"], "curves.png")    # return against env steps and seconds
 
 Where things live:
 
@@ -40,10 +44,20 @@ _LAZY = {
     "train": ("jaxrl_par.runner.training", "train"),
     "load_run": ("jaxrl_par.runner.runs", "load_run"),
     "greedy_returns": ("jaxrl_par.runner.evaluation", "greedy_returns"),
+    "read_metrics": ("jaxrl_par.runner.runs", "read_metrics"),
+    "compare": ("jaxrl_par.runner.compare", "compare"),
+    # using a trained run
+    "Policy": ("jaxrl_par.runner.policy", "Policy"),
+    "evaluate": ("jaxrl_par.runner.policy", "evaluate"),
+    "export_policy": ("jaxrl_par.runner.policy", "export_policy"),
+    "load_policy": ("jaxrl_par.runner.policy", "load_policy"),
+    "plot_runs": ("jaxrl_par.runner.plots", "plot_runs"),
+    "record_video": ("jaxrl_par.runner.video", "record_video"),
     # algorithms
     "a2c": ("jaxrl_par.algos.a2c", None),
     "a3c": ("jaxrl_par.algos.a3c", None),
     "apex": ("jaxrl_par.algos.apex", None),
+    "hyper": ("jaxrl_par.algos.hyper", None),
     "dqn": ("jaxrl_par.algos.dqn", None),
     "gorila": ("jaxrl_par.algos.gorila", None),
     "impala": ("jaxrl_par.algos.impala", None),
@@ -64,6 +78,7 @@ _LAZY = {
 
 __all__ = [
     "Algorithm",
+    "Policy",
     "TrainResult",
     "a2c",
     "a3c",
@@ -71,17 +86,25 @@ __all__ = [
     "apex",
     "axes",
     "blocks",
+    "compare",
     "dqn",
     "envs",
+    "evaluate",
+    "export_policy",
     "gorila",
     "greedy_returns",
+    "hyper",
     "impala",
+    "load_policy",
     "load_run",
     "losses",
     "networks",
     "parallel",
     "platform",
+    "plot_runs",
     "ppo",
+    "read_metrics",
+    "record_video",
     "replay",
     "runner",
     "sac",

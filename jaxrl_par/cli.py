@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxrl_par import (
     algos,  # no gymnax here: hosts must join before it is imported
+    cli_use,
     platform,
 )
 from jaxrl_par.algos.config import apply_overrides
@@ -206,6 +207,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     ev.add_argument("--no-compile-cache", action="store_true",
                     help="do not keep compiled programs on disk (see train --help)")
+    cli_use.add_video_arguments(ev)
+    cli_use.add_commands(sub)
     ls = sub.add_parser("list", help="list algorithms and environments")
     ls.add_argument("--details", action="store_true",
                     help="also each environment's actions and observation shape (builds "
@@ -813,6 +816,7 @@ def cmd_eval(args) -> int:
           f"{run.algo.num_updates}, seeds {run.seeds}): greedy return "
           f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "
           f"({args.eval_envs} episodes per seed)", file=sys.stderr if args.json else sys.stdout)
+    cli_use.eval_video(args)
     if args.json:
         print(json.dumps(summary))
     return 0
@@ -891,7 +895,8 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
     kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
             "checkpoint)" if log_dir else "")
-    commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare}
+    commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare,
+                **cli_use.COMMANDS}
     try:
         code = commands.get(args.command, cmd_list)(args)
         # A Ctrl-C or SIGTERM whose exception Python dropped after the last check (the

@@ -89,7 +89,7 @@ LAYERS = {
     "algos": 3,
     "parallel": 4,
     "runner": 5,
-    "cli": 6, "__main__": 6,
+    "cli": 6, "cli_use": 6, "__main__": 6,
 }
 
 

@@ -27,8 +27,8 @@ BUDGETS = {"total_timesteps=500_000": "total_timesteps=4 * 128 * 8",  # PPO: 8 u
 # learns from 10,000 steps)
 
 
-def _run(monkeypatch, budgets: dict[str, str] | None = None) -> dict:
-    """Runs the quickstart's code cells in order in one namespace (with its training
+def _run(monkeypatch, budgets: dict[str, str] | None = None, path: str = QUICKSTART) -> dict:
+    """Runs the notebook's code cells in order in one namespace (with its training
     budgets replaced by ``budgets``) and returns the namespace."""
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("MPLBACKEND", "Agg")
@@ -36,11 +36,12 @@ def _run(monkeypatch, budgets: dict[str, str] | None = None) -> dict:
 
     matplotlib.use("Agg")
     namespace: dict = {}
-    for i, source in enumerate(_code(QUICKSTART)):
+    name = os.path.basename(path)
+    for i, source in enumerate(_code(path)):
         for old, new in (budgets or {}).items():
             source = source.replace(old, new)
         try:
-            exec(compile(source, f"quickstart.ipynb cell {i}", "exec"), namespace)  # noqa: S102
+            exec(compile(source, f"{name} cell {i}", "exec"), namespace)  # noqa: S102
         except Exception as e:
             raise AssertionError(f"code cell {i} failed: {e!r}\n{source}") from e
     return namespace
@@ -58,6 +59,8 @@ def test_quickstart_runs_with_small_budgets(monkeypatch):
     assert updates == 8 and result.seeds == [0, 1, 2, 3]
     assert result.returns.shape == (4, updates) and result.trailing_returns().shape == (4, 8)
     assert ns["greedy"].shape == (4,) and np.all(ns["greedy"] >= 8)  # CartPole: >= ~8 steps
+    assert ns["policy"].seed == 0  # no greedy return recorded: the first seed
+    assert ns["video"].frames == min(150, ns["video"].returns[0] + 1)  # steps + the last obs
     sweep = ns["sweep"]
     assert len(sweep.seeds) == 6
     np.testing.assert_allclose(np.sort(np.unique(sweep.hparams["learning_rate"])),
@@ -81,3 +84,40 @@ def test_quickstart_runs_and_learns(monkeypatch):
     rows = namespace["rows"]
     assert [r.entry.name for r in rows] == ["ppo", "a3c", "dqn"]
     assert any(r.steps_to_target is not None for r in rows)
+
+
+PARADIGMS = os.path.join(ROOT, "notebooks", "paradigms.ipynb")
+
+
+@pytest.mark.parametrize("path", [QUICKSTART, PARADIGMS], ids=os.path.basename)
+def test_notebook_is_stored_with_its_outputs(path):
+    """What a reader sees without running it: every code cell ran, in order, without an
+    error, and the figures are there (the quickstart's GIF too)."""
+    with open(path) as f:
+        cells = [c for c in json.load(f)["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1))
+    outputs = [o for c in cells for o in c["outputs"]]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    kinds = [k for o in outputs for k in o.get("data", {})]
+    if path == QUICKSTART:  # the seeds' curves, plot_runs', compare's; the policy's GIF
+        assert kinds.count("image/png") == 3 and kinds.count("image/gif") == 1
+    else:  # compare's curves
+        assert kinds.count("image/png") == 1
+
+
+PARADIGM_BUDGET = {"total_timesteps=60_000": "total_timesteps=12_288"}  # DQN learns
+# from 10,000 steps
+
+
+@pytest.mark.slow
+def test_paradigms_runs(monkeypatch):
+    """Every cell of the paradigms notebook against the current API, at a small budget:
+    a row per entry with its curve, the runtimes' rows in order."""
+    sources = "".join(_code(PARADIGMS))
+    assert sources.count("total_timesteps=60_000") == 2, "update PARADIGM_BUDGET"
+    ns = _run(monkeypatch, PARADIGM_BUDGET, PARADIGMS)
+    assert [r.entry.name for r in ns["rows"]] == ns["entries"]
+    assert [r.entry.name for r in ns["runtimes"]] == [
+        "a3c", "a3c@threads", "impala", "impala@actor-learner"]
+    for r in ns["rows"] + ns["runtimes"]:
+        assert r.curve["env_steps"][-1] <= 12_288

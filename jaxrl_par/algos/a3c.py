@@ -241,6 +241,11 @@ def make(config: Config) -> Algorithm:
         action, _ = greedy(state.server.params, obs, key)
         return env_action(spec, action)
 
+    def sample(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """An action drawn from the server's distribution, as the env gets it."""
+        action, _ = make_policy(network)(state.server.params, obs, key)
+        return env_action(spec, action)
+
     return Algorithm(
         config=cfg,
         init=init,
@@ -248,6 +253,7 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
+        sample=sample,
         hyperparams=cfg.sweep,
         axis_name=cfg.axis_name,
         data_parallel=True,

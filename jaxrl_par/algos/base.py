@@ -114,6 +114,8 @@ class Algorithm(NamedTuple):
       num_updates: iterations in a full run (``config.total_timesteps`` worth).
       env_steps_per_update: environment steps one iteration takes (over all envs).
       act: ``act(state, obs, key) -> action`` for evaluation with the current parameters.
+      sample: ``sample(state, obs, key) -> action`` drawn from the policy's distribution
+        (as ``act``, but not its mode), or None where the algorithm has none (Q-learners).
       hyperparams: config fields that ``update`` reads from ``state.hparams`` (a dict of
         float32 ``[]``, set to the config's values by ``init``) rather than from the
         config, so that each lane of a vmap can hold its own: the runner writes them
@@ -142,6 +144,7 @@ class Algorithm(NamedTuple):
     num_updates: int
     env_steps_per_update: int
     act: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
+    sample: Callable[[Any, jax.Array, jax.Array], jax.Array] | None = None
     hyperparams: tuple[str, ...] = ()
     warmup_updates: int = 0
     warmup_update: Callable | None = None

@@ -360,6 +360,11 @@ def make(config: Config) -> Algorithm:
         action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
         return env_action(spec, action)
 
+    def sample(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """An action drawn from the distribution, as the env gets it."""
+        action, _ = make_policy(network)(state.params, prepare(state.obs_stats, obs), key)
+        return env_action(spec, action)
+
     return Algorithm(
         config=cfg,
         init=init,
@@ -367,6 +372,7 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
         act=act,
+        sample=sample,
         hyperparams=cfg.sweep,
         axis_name=cfg.axis_name,
         data_parallel=not on_host,

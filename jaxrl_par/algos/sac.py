@@ -325,6 +325,11 @@ def make(config: Config) -> Algorithm:
         del key
         return actor.apply(state.actor_params, obs).mode()
 
+    def sample(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """An action drawn from the squashed Gaussian, inside the action box."""
+        dist = actor.apply(state.actor_params, obs)
+        return dist.sample_with_noise(jax.random.normal(key, dist.mean.shape))
+
     return Algorithm(
         config=cfg,
         init=init,
@@ -332,6 +337,7 @@ def make(config: Config) -> Algorithm:
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
+        sample=sample,
         hyperparams=cfg.sweep,
         warmup_update=functools.partial(update, warmup=True),
         axis_name=cfg.axis_name,

@@ -8,4 +8,7 @@ plumbing around it (checkpoints, run directories, evaluation, sweeps, comparison
 * :mod:`~jaxrl_par.runner.records`, :mod:`~jaxrl_par.runner.resume`,
   :mod:`~jaxrl_par.runner.layouts`, :mod:`~jaxrl_par.runner.runs`: a run directory's
   files, continuing a run, device layouts, reading a finished run.
+* :mod:`~jaxrl_par.runner.policy` (``load_policy``, ``export_policy``, ``evaluate``),
+  :mod:`~jaxrl_par.runner.video` (``record_video``), :mod:`~jaxrl_par.runner.plots`
+  (``plot_runs``): using a trained run.
 """

@@ -42,6 +42,7 @@ class Chunk(NamedTuple):
       rows: ``name -> [S, n]`` numpy metrics of the chunk's updates, every lane (seed).
       state: the training state after the chunk, leaves ``[S, ...]`` (``[S, D, ...]``
         on a mesh), on its devices.
+      seconds: training seconds of the loop at the chunk's end (evaluations left out).
     """
 
     start: int
@@ -50,6 +51,7 @@ class Chunk(NamedTuple):
     env_steps_per_update: int
     rows: dict[str, np.ndarray]
     state: Any
+    seconds: float = 0.0
 
     @property
     def last(self) -> bool:
@@ -172,13 +174,22 @@ class History(Listener):
 
 class MetricsLog(Listener):
     """Appends the chunk's rows to ``metrics.jsonl`` at ``path``, one line per update
-    (:func:`jaxrl_par.runner.records.append_rows`)."""
+    (:func:`jaxrl_par.runner.records.append_rows`), each with the run's training seconds
+    at its end (measured at chunk ends, spread evenly over a chunk's updates; a resumed
+    run continues from the seconds of the last row the file holds)."""
 
     def __init__(self, path: str):
         self.path = path
+        self.offset = records.last_seconds(path)
+        self.previous = 0.0
 
     def on_chunk(self, chunk: Chunk) -> None:
-        records.append_rows(self.path, chunk.rows, chunk.start, chunk.env_steps_per_update)
+        n = chunk.end - chunk.start
+        seconds = self.offset + self.previous + (chunk.seconds - self.previous) * (
+            np.arange(1, n + 1) / n)
+        self.previous = chunk.seconds
+        records.append_rows(self.path, chunk.rows, chunk.start, chunk.env_steps_per_update,
+                            seconds=seconds)
 
 
 class PBTStep(Listener):

@@ -88,7 +88,8 @@ def run(chunk: Callable | None, state: Any, *, start: int, num_updates: int,
             rows = to_host_rows(metrics, n_valid)
             check_finite(rows, done)
             event = Chunk(start=done, end=done + n_valid, num_updates=num_updates,
-                          env_steps_per_update=env_steps_per_update, rows=rows, state=state)
+                          env_steps_per_update=env_steps_per_update, rows=rows, state=state,
+                          seconds=time.perf_counter() - t_start - aside)
             for listener in listeners:
                 t0 = time.perf_counter()
                 changed = listener.on_chunk(event)

@@ -23,6 +23,7 @@ from jaxrl_par.algos.base import Algorithm
 
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
+SECONDS = "seconds"  # metrics.jsonl: training seconds at each update (one value, all seeds)
 PBT_LOG = "pbt.jsonl"
 CONFIG = "config.json"
 
@@ -143,15 +144,18 @@ def write_config(log_dir: str, record: dict) -> None:
 
 
 def append_rows(path: str, rows: Mapping[str, np.ndarray], first_update: int,
-                steps_per_update: int) -> None:
+                steps_per_update: int, seconds: np.ndarray | None = None) -> None:
     """Appends one ``metrics.jsonl`` line per update of ``rows`` (``name -> [S, n]``):
-    updates ``first_update + 1 .. first_update + n``, their env steps, and every seed's
+    updates ``first_update + 1 .. first_update + n``, their env steps, the run's training
+    seconds at each (``seconds [n]``, one value for all seeds, if given), and every seed's
     value of each metric (null for NaN or inf)."""
     names = sorted(rows)
     with open(path, "a") as f:
         for u in range(next(iter(rows.values())).shape[1]):
             rec = {"update": first_update + u + 1,
                    "env_steps": (first_update + u + 1) * steps_per_update}
+            if seconds is not None:
+                rec[SECONDS] = round(float(seconds[u]), 4)
             for k in names:
                 rec[k] = [None if not np.isfinite(x) else float(x) for x in rows[k][:, u]]
             f.write(json.dumps(rec) + "\n")
@@ -177,11 +181,18 @@ def metrics_rows(path: str, n_updates: int | None = None) -> list[tuple[str, dic
     return rows
 
 
+def last_seconds(path: str) -> float:
+    """The training seconds of the last row of the ``metrics.jsonl`` at ``path`` (0 when
+    it has no rows, or rows without seconds)."""
+    rows = metrics_rows(path)
+    return float(rows[-1][1].get(SECONDS, 0.0)) if rows else 0.0
+
+
 def metrics_columns(rows: list[tuple[str, dict]]) -> dict[str, np.ndarray]:
     """``{metric: [S, U] float32}`` from :func:`metrics_rows` (NaN where a row has null,
     e.g. no episode finished in that update)."""
     names = list(dict.fromkeys(k for _, rec in rows for k in rec
-                               if k not in ("update", "env_steps")))
+                               if k not in ("update", "env_steps", SECONDS)))
     lanes = max((len(rec[k]) for _, rec in rows for k in names if k in rec), default=0)
     # A metric some rows lack (one that began on a resume, e.g. greedy_return) is NaN there.
     return {k: np.asarray([[np.nan if x is None else x for x in rec[k]] if k in rec
