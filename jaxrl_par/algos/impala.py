@@ -347,7 +347,7 @@ def make(config: Config) -> Algorithm:
 
     def sample(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """An action drawn from the learner's distribution, as the env gets it."""
-        action, _ = make_policy(network)(state.params, obs, key)
+        action, _ = make_policy(b.network)(state.params, obs, key)
         return env_action(spec, action)
 
     return Algorithm(
