@@ -43,12 +43,14 @@ _LAZY = {
     # algorithms
     "a2c": ("jaxrl_par.algos.a2c", None),
     "a3c": ("jaxrl_par.algos.a3c", None),
+    "ddpg": ("jaxrl_par.algos.ddpg", None),
     "apex": ("jaxrl_par.algos.apex", None),
     "dqn": ("jaxrl_par.algos.dqn", None),
     "gorila": ("jaxrl_par.algos.gorila", None),
     "impala": ("jaxrl_par.algos.impala", None),
     "ppo": ("jaxrl_par.algos.ppo", None),
     "sac": ("jaxrl_par.algos.sac", None),
+    "td3": ("jaxrl_par.algos.td3", None),
     # packages
     "algos": ("jaxrl_par.algos", None),
     "axes": ("jaxrl_par.axes", None),
@@ -71,6 +73,7 @@ __all__ = [
     "apex",
     "axes",
     "blocks",
+    "ddpg",
     "dqn",
     "envs",
     "gorila",
@@ -85,6 +88,7 @@ __all__ = [
     "replay",
     "runner",
     "sac",
+    "td3",
     "train",
 ]
 
