@@ -15,7 +15,7 @@ truncation (Pendulum's only episode end) as terminal; ours bootstraps it. DDPG
 Each measurement is a fresh Python process (no compile cache: the compile is timed and
 reported apart), alternated ours, rejax, ours, rejax... for ``--repeats`` rounds;
 reported are medians of training env steps/s of ``--seeds`` seeds as one vmapped batch,
-and the greedy return at the end (ours: ``evaluation.greedy_returns``, 16 episodes per
+and the greedy return at the end (ours: ``evaluation.greedy_returns``, 128 episodes per
 seed; rejax: its own evaluation, 128 episodes, in one extra run that is not timed).
 Needs rejax (``pip install -e '.[bench]'``).
 
@@ -46,7 +46,7 @@ def ours(name: str, steps: int, seeds: int) -> dict:
     module = algos.get(name)
     algo = module.make(module.Config(env=ENV, total_timesteps=steps))
     res = train(algo, list(range(seeds)), progress=False)
-    greedy = greedy_returns(algo, res.state, num_envs=16)
+    greedy = greedy_returns(algo, res.state, num_envs=128)
     return {"env_steps_per_s": res.steps_per_second, "compile_s": res.compile_seconds,
             "train_s": res.train_seconds, "greedy_return": float(np.mean(greedy)),
             "greedy_returns": [float(x) for x in greedy],
