@@ -56,6 +56,7 @@ _LAZY = {
     # algorithms
     "a2c": ("jaxrl_par.algos.a2c", None),
     "a3c": ("jaxrl_par.algos.a3c", None),
+    "ddpg": ("jaxrl_par.algos.ddpg", None),
     "apex": ("jaxrl_par.algos.apex", None),
     "hyper": ("jaxrl_par.algos.hyper", None),
     "dqn": ("jaxrl_par.algos.dqn", None),
@@ -63,6 +64,7 @@ _LAZY = {
     "impala": ("jaxrl_par.algos.impala", None),
     "ppo": ("jaxrl_par.algos.ppo", None),
     "sac": ("jaxrl_par.algos.sac", None),
+    "td3": ("jaxrl_par.algos.td3", None),
     # packages
     "algos": ("jaxrl_par.algos", None),
     "axes": ("jaxrl_par.axes", None),
@@ -87,6 +89,7 @@ __all__ = [
     "axes",
     "blocks",
     "compare",
+    "ddpg",
     "dqn",
     "envs",
     "evaluate",
@@ -108,6 +111,7 @@ __all__ = [
     "replay",
     "runner",
     "sac",
+    "td3",
     "train",
 ]
 

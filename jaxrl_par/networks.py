@@ -371,3 +371,23 @@ class EnsembleQ(nn.Module):
         critics = nn.vmap(_QHead, variable_axes={"params": 0}, split_rngs={"params": True},
                           in_axes=None, out_axes=0, axis_size=self.num_critics)
         return critics(tuple(self.hidden_sizes), self.activation, name="critics")(x)
+
+
+class DeterministicActor(nn.Module):
+    """``obs [B, *obs_shape] -> action [B, D]``: a deterministic policy ``mu(s)`` squashed
+    by ``tanh`` into the box ``[low, high]`` (DDPG's and TD3's actor)."""
+
+    action_dim: int
+    low: Sequence[float]
+    high: Sequence[float]
+    obs_shape: Sequence[int] = (3,)
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        h = make_torso(self.obs_shape, self.hidden_sizes, self.activation)(obs)
+        u = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01))(h)
+        low = jnp.asarray(self.low, jnp.float32)
+        high = jnp.asarray(self.high, jnp.float32)
+        return low + (jnp.tanh(u) + 1.0) * 0.5 * (high - low)

@@ -169,7 +169,8 @@ def test_a3c_state_is_a_dataclass_with_workers_and_copies_per_worker():
     (["train", "a3c", "--async-workers", "--devices", "2"], "drop --devices"),
     # Gorila's Config has no axis_name: the old message told users to set it.
     (["train", "gorila", "--devices", "2"], ("gorila does not run data parallel (its workers "
-     "on several devices: --async-workers); these do: a2c, a3c, apex, dqn, impala, ppo, sac")),
+     "on several devices: --async-workers); these do: a2c, a3c, apex, ddpg, dqn, impala, ppo, "
+     "sac, td3")),
 ])
 def test_cli_async_workers_errors(argv, message, capsys):
     from jaxrl_par.cli import main

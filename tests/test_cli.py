@@ -171,7 +171,7 @@ def test_cli_list(capsys, monkeypatch):
     assert lines["CartPole-v1"].endswith("discrete, 2 actions; obs (4,) float32; "
                                          "a2c, a3c, apex, dqn, gorila, impala, ppo")
     assert lines["Pendulum-v1"].endswith("continuous, 1-d actions; obs (3,) float32; "
-                                         "a2c, a3c, impala, ppo, sac")
+                                         "a2c, a3c, ddpg, impala, ppo, sac, td3")
     assert "(not built here: OSError: no network)" in lines["MNISTBandit-bsuite"]
 
 

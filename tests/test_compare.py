@@ -58,7 +58,7 @@ def test_default_entries_are_what_trains_on_the_env():
     assert [e.name for e in compare.default_entries("CartPole-v1")] == [
         "a2c", "a3c", "apex", "dqn", "gorila", "impala", "ppo"]
     assert [e.name for e in compare.default_entries("Pendulum-v1")] == [
-        "a2c", "a3c", "impala", "ppo", "sac"]
+        "a2c", "a3c", "ddpg", "impala", "ppo", "sac", "td3"]
     assert [e.name for e in compare.default_entries("gymnasium:CartPole-v1")] == [
         "a3c@threads", "gorila@threads", "impala@actor-learner"]
     assert [e.name for e in compare.default_entries("gymnasium:Pendulum-v1")] == [

@@ -47,7 +47,8 @@ def test_config_validation_names_field_and_fix():
     with pytest.raises(ValueError, match="buffer_size"):
         dqn.Config(batch_size=512, buffer_size=256)
     with pytest.raises(ValueError, match=r"Q-learning \(apex, dqn, gorila\) needs a discrete "
-                                         r"action space: train a2c, a3c, impala, ppo or sac for "
+                                         r"action space: train a2c, a3c, ddpg, impala, ppo, sac "
+                                         r"or td3 for "
                                          r"continuous control \(jaxrl-par train ppo --env "
                                          r"ProbeContinuous-v0\)"):
         dqn.make(dqn.Config(env="ProbeContinuous-v0"))

@@ -28,6 +28,7 @@ from jaxrl_par.losses import (
     soft_actor_loss,
     soft_critic_loss,
     soft_q_target,
+    target_policy_smoothing,
     temperature_loss,
     value_loss,
 )
@@ -394,6 +395,36 @@ def test_clipped_double_q_target_literals():
     assert_caught(lambda r, d, q1, q2: r + d * q1, DOUBLE_Q)                     # first only
     g = jax.grad(clipped_double_q_target, argnums=2)(f32(1.0), f32(0.5), jnp.array([4.0, 2.0]))
     np.testing.assert_array_equal(g, [0.0, 0.0])
+
+
+# (action, noise, sigma, noise_clip, smoothed) in a box [-2, 2]: half-width 2
+SMOOTHING = [
+    (0.0, 1.0, 0.25, 0.5, 0.5),    # 0 + clip(0.25 * 1, +-0.5) * 2 = 0.5
+    (0.0, 3.0, 0.25, 0.5, 1.0),    # 0.75 clipped to 0.5, * 2 = 1
+    (0.5, -4.0, 0.25, 0.5, -0.5),  # 0.5 + clip(-1, +-0.5) * 2 = 0.5 - 1
+    (1.5, 1.0, 0.5, 0.5, 2.0),     # 1.5 + 0.5 * 2 = 2.5, clipped to the box's 2
+    (-1.0, 2.0, 0.1, 0.5, -0.6),   # -1 + 0.2 * 2 = -0.6: inside both bounds
+]
+LO, HI = jnp.array([-2.0]), jnp.array([2.0])
+
+
+def _smooth(a, n, s, c):
+    return target_policy_smoothing(a[None], n[None], s, c, LO, HI)[0]
+
+
+def test_target_policy_smoothing_literals():
+    """TD3's smoothed target action: the noise clipped to +-noise_clip half-widths, the
+    sum clipped to the box; each mutant leaves out or misplaces one clip or the scale."""
+    assert_literals(_smooth, SMOOTHING)
+    assert_caught(lambda a, n, s, c: jnp.clip(a + s * n * 2, -2, 2), SMOOTHING)  # noise unclipped
+    assert_caught(lambda a, n, s, c: a + jnp.clip(s * n, -c, c) * 2, SMOOTHING)  # action unclipped
+    assert_caught(lambda a, n, s, c: jnp.clip(a + jnp.clip(s * n, -c, c), -2, 2),
+                  SMOOTHING)  # not scaled to the box
+    assert_caught(lambda a, n, s, c: jnp.clip(a + jnp.clip(s * n * 2, -c, c), -2, 2),
+                  SMOOTHING)  # clipped after scaling
+    g = jax.grad(lambda a: jnp.sum(target_policy_smoothing(a, jnp.ones(1), 0.2, 0.5, LO, HI)))(
+        jnp.zeros(1))
+    np.testing.assert_array_equal(g, [0.0])  # a target: no gradient
 
 
 # -- ranks --------------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ def test_global_batch_then_update_in_a_scan_does_not_copy_the_tree():
 
 # Two halves of about equal time, so that pytest-xdist's workers share them (run as one
 # process, the file took 406 s on a 2-core Zen 2 host and held one worker alone).
-REPLAY_AND_ASYNC = "apex or dqn or sac or actor_learner or async"
+REPLAY_AND_ASYNC = "apex or dqn or sac or td3 or actor_learner or async"
 # These tests run tiny budgets: alone on a Zen 2 host, the synchronous half spent 129 of
 # its 137 s tracing and compiling. The subprocess loads tests/conftest.py, so its tests
 # compile with `jax_disable_most_optimizations` like the rest of the suite (LLVM level 0:

@@ -513,6 +513,26 @@ def test_async_workers_on_their_own_devices_equal_the_scan(module):
     assert int(threaded.state.server.version[0]) == pushes
 
 
+def test_td3_on_2_devices_equals_one_device():
+    """TD3 (OU noise) with a replay shard per device and pmean'd gradients: each shard
+    acts exactly as its envs do on one device, so the envs and the episode
+    returns of the warm-up updates are those of the one-device run; after the learning
+    starts, both learners stay identical (the runner checks)."""
+    from jaxrl_par.algos import td3
+
+    cfg = td3.Config(env="ProbeContinuous-v0", num_envs=4, num_steps=8, total_timesteps=256,
+                     learning_starts=64, batch_size=16, hidden_sizes=(8,), exploration="ou",
+                     axis_name=axes.DATA)
+    out = train(td3.make(cfg), [0], num_chunks=2, progress=False, devices=2)
+    plain = train(td3.make(dataclasses.replace(cfg, axis_name=None)), [0], num_chunks=2,
+                  progress=False)
+    assert np.all(np.asarray(out.state.buffer.size) == 128)  # each shard its 2 envs' steps
+    np.testing.assert_array_equal(out.metrics["gradient_steps"], plain.metrics["gradient_steps"])
+    # updates 0 and 1 act before learning_starts (64 env steps): the same uniform actions
+    np.testing.assert_allclose(out.metrics["episode_return"][:, :2],
+                               plain.metrics["episode_return"][:, :2], rtol=1e-5)
+
+
 def test_sac_on_2_devices_learns_the_rewarded_action():
     """SAC with a replay shard per device and pmean'd gradients (actor, critics and the
     temperature's) moves its greedy action to ProbeContinuous's 0.5; the runner checks

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from killed import train_killed_after
 
-from jaxrl_par.algos import a3c, apex, dqn, gorila, hyper, impala, ppo, sac
+from jaxrl_par.algos import a3c, apex, dqn, gorila, hyper, impala, ppo, sac, td3
 from jaxrl_par.cli import main
 from jaxrl_par.runner import checkpoint
 from jaxrl_par.runner.training import train
@@ -22,6 +22,8 @@ APEX_TINY = {"num_actors": 4, "num_steps": 4, "total_timesteps": 4 * 4 * 8, "buf
              "batch_size": 16, "learner_steps_per_iteration": 2, "learning_starts": 32,
              "target_period": 2, "actor_sync_period": 2}
 SAC_TINY = {"num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 8 * 4, "buffer_size": 64,
+            "batch_size": 8, "learning_starts": 16, "train_frequency": 4, "hidden_sizes": (8,)}
+TD3_TINY = {"num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 8 * 4, "buffer_size": 64,
             "batch_size": 8, "learning_starts": 16, "train_frequency": 4, "hidden_sizes": (8,)}
 A3C_TINY = {"num_workers": 2, "num_envs": 2, "num_steps": 8, "total_timesteps": 2 * 2 * 8 * 4,
             "hidden_sizes": (8,)}
@@ -71,6 +73,9 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
                            "ent_coef": [0.0, 0.02], "max_grad_norm": [0.1, 1.0]}),
     (sac, SAC_TINY, {"learning_rate": [1e-3, 3e-4], "alpha_learning_rate": [1e-3, 3e-3],
                      "gamma": [0.9, 0.97], "tau": [0.1, 0.01]}),
+    (td3, TD3_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97], "tau": [0.1, 0.01],
+                     "exploration_noise": [0.1, 0.3], "target_noise": [0.2, 0.1],
+                     "target_noise_clip": [0.5, 0.3]}),
     (a3c, A3C_TINY, {"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.97],
                      "vf_coef": [0.25, 1.0], "ent_coef": [0.0, 0.02],
                      "max_grad_norm": [0.1, 1.0]}),
@@ -78,7 +83,7 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
                            "max_grad_norm": [1.0, 10.0], "tau": [0.5, 0.1],
                            "epsilon_start": [1.0, 0.5], "epsilon_end": [0.1, 0.01],
                            "huber_delta": [1.0, 2.0]}),
-], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala", "sac", "a3c", "gorila"])
+], ids=["ppo", "dqn", "apex", "apex-pipeline", "impala", "sac", "td3", "a3c", "gorila"])
 def test_each_lane_equals_a_run_with_its_values_in_the_config(module, tiny, values):
     """Every sweepable field at once, two lanes with every value different (seeds 0, 1):
     each lane is bit for bit that seed of a run with its values as plain config

@@ -534,24 +534,25 @@ def test_runs_in_32_bits_when_the_caller_enabled_x64(tmp_path):
     assert all(x.dtype != np.float64 for x in jax.tree.leaves(wide.state))
 
 
-@pytest.mark.parametrize("name", ["dqn", "sac"])
+@pytest.mark.parametrize("name", ["dqn", "sac", "td3"])
 def test_warmup_updates_skip_the_learning_branch_with_the_same_result(name):
     """A replay learner's first updates (before ``learning_starts``) run ``algo.warmup_update``,
     chosen by the runner on the unbatched update index; the run equals, bit for bit, one
     in which every update takes ``update`` (whose ``lax.cond`` under the seed vmap
     computes the learning branch and drops it), over chunks that cross the boundary."""
-    from jaxrl_par.algos import dqn, sac
+    from jaxrl_par.algos import dqn, sac, td3
 
     if name == "dqn":
         cfg = dqn.Config(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 10, buffer_size=256,
                          batch_size=16, learning_starts=100, train_frequency=8)
         algo = dqn.make(cfg)
     else:
-        cfg = sac.Config(num_envs=2, num_steps=8, total_timesteps=2 * 8 * 10, buffer_size=256,
-                         batch_size=16, learning_starts=70, train_frequency=4,
-                         hidden_sizes=(8,))
-        algo = sac.make(cfg)
-    assert algo.warmup_updates == cfg.warmup_updates == {"dqn": 3, "sac": 4}[name]
+        module = {"sac": sac, "td3": td3}[name]
+        cfg = module.Config(num_envs=2, num_steps=8, total_timesteps=2 * 8 * 10,
+                            buffer_size=256, batch_size=16, learning_starts=70,
+                            train_frequency=4, hidden_sizes=(8,))
+        algo = module.make(cfg)
+    assert algo.warmup_updates == cfg.warmup_updates == {"dqn": 3, "sac": 4, "td3": 4}[name]
     warm = train(algo, [0, 1], progress=False, num_chunks=3)
     plain = train(algo._replace(warmup_updates=0), [0, 1], progress=False, num_chunks=3)
     np.testing.assert_array_equal(warm.metrics["gradient_steps"][0][:algo.warmup_updates + 1],

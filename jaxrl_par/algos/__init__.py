@@ -17,6 +17,10 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
              "Ape-X: epsilon-ladder actors, prioritized replay, one learner"),
     "sac": ("jaxrl_par.algos.sac",
             "SAC: serial replay learner for continuous actions, twin critics, tuned entropy"),
+    "ddpg": ("jaxrl_par.algos.ddpg",
+             "DDPG: serial replay learner, deterministic actor, Gaussian or OU noise"),
+    "td3": ("jaxrl_par.algos.td3",
+            "TD3: DDPG with twin critics, target smoothing and delayed actor updates"),
     "impala": ("jaxrl_par.algos.impala",
                "IMPALA: actors with a lagged parameter copy, V-trace learner"),
     "a3c": ("jaxrl_par.algos.a3c", "A3C: asynchronous workers pushing n-step actor-critic "
@@ -29,8 +33,8 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
 
 # The algorithms that take continuous (Box) actions, and those that take only those; all
 # others take discrete actions only.
-CONTINUOUS_ACTIONS = frozenset({"ppo", "impala", "sac", "a2c", "a3c"})
-CONTINUOUS_ONLY = frozenset({"sac"})
+CONTINUOUS_ACTIONS = frozenset({"ppo", "impala", "sac", "a2c", "a3c", "ddpg", "td3"})
+CONTINUOUS_ONLY = frozenset({"sac", "ddpg", "td3"})
 
 
 def for_actions(discrete: bool) -> list[str]:

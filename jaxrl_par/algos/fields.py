@@ -279,6 +279,13 @@ class TargetNetwork:
 
 
 @dataclasses.dataclass(frozen=True)
+class Critics:
+    """An ensemble of critics whose minimum is the target (clipped double Q)."""
+    num_critics: int = field(2, "critics whose minimum is the target (Fujimoto et al. "
+                             "2018; 1: a single critic)", range="positive")
+
+
+@dataclasses.dataclass(frozen=True)
 class EpsilonDecay:
     """Epsilon-greedy exploration, decayed linearly."""
     epsilon_start: float = field(1.0, "exploration rate at the start",

@@ -31,6 +31,7 @@ from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule
 from jaxrl_par.algos.fields import (
+    Critics,
     DataParallel,
     Network,
     Optimizer,
@@ -56,8 +57,8 @@ from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
 
 
 @configclass
-class Config(ReplaySchedule, DataParallel, Network, Polyak, TrainFrequency, Replay, Optimizer,
-             RolloutLength, Vectorized, Run):
+class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFrequency, Replay,
+             Optimizer, RolloutLength, Vectorized, Run):
     """SAC hyperparameters: CleanRL's and Stable-Baselines3's (learning rates, batch,
     tau, twin critics, tuned temperature), with 4 envs and rejax's 64-64 networks
     (CleanRL's 256-256 are far dearer on a CPU). The defaults reach a return of about
@@ -83,7 +84,6 @@ class Config(ReplaySchedule, DataParallel, Network, Polyak, TrainFrequency, Repl
     autotune_alpha: bool = field(True, "tune the temperature to target_entropy")
     target_entropy: float | None = field(None, "entropy the temperature aims at (None: "
                                          "minus the action dimensions)")
-    num_critics: int = field(2, "critics whose minimum is the target", range="positive")
 
     def __post_init__(self):
         hyper.check_sweep(self)

@@ -1,4 +1,5 @@
-"""Exploration for value-based agents: epsilon schedules, the Ape-X ladder, epsilon-greedy.
+"""Exploration: epsilon schedules, the Ape-X ladder and epsilon-greedy for value-based
+agents; Gaussian and Ornstein-Uhlenbeck action noise for deterministic continuous policies.
 
 * :func:`linear_epsilon`: the DQN schedule (Mnih et al. 2015), linear from ``start`` to
   ``end`` over ``decay_steps`` then constant.
@@ -9,6 +10,11 @@
 * :func:`exploration_draws` and :func:`epsilon_greedy_from_draws`: the same rule with the
   random numbers of many steps drawn at once (one batched draw instead of a few per
   step: on CPU every draw is a small loop of its own).
+* :func:`gaussian_exploration`: a deterministic action plus Gaussian noise, clipped to the
+  action box (TD3, Fujimoto et al. 2018, https://arxiv.org/abs/1802.09477, section 6.1).
+* :func:`ou_noise_step` and :func:`ou_noise_reset`: the temporally correlated
+  Ornstein-Uhlenbeck noise of DDPG (Lillicrap et al. 2015, https://arxiv.org/abs/1509.02971,
+  section 7), a pure state ``[N, D]`` that restarts at 0 where an episode ended.
 """
 
 from __future__ import annotations
@@ -101,5 +107,62 @@ def epsilon_greedy_from_draws(q_values: jax.Array, uniforms: jax.Array,
     return jnp.where(uniforms < epsilon, random_actions, greedy)
 
 
+def gaussian_exploration(action: jax.Array, noise: jax.Array, sigma: float | jax.Array,
+                         low: jax.Array, high: jax.Array) -> jax.Array:
+    """``clip(action + sigma * (high - low) / 2 * noise, low, high)``: Gaussian exploration
+    around a deterministic action, ``sigma`` in units of the box's half-width (CleanRL's
+    ``exploration_noise * action_scale``).
+
+    Args:
+      action: ``[..., D]`` the policy's action, inside the box.
+      noise: ``[..., D]`` standard normal draws (or the state of :func:`ou_noise_step`).
+      sigma: the noise scale. low, high: ``[D]`` the action box.
+
+    Returns:
+      ``[..., D]`` the action to take, inside ``[low, high]``.
+
+    >>> gaussian_exploration(jnp.array([1.0, 1.0]), jnp.array([0.5, 4.0]), 0.5,
+    ...                      jnp.array([-2.0, -2.0]), jnp.array([2.0, 2.0])).tolist()
+    [1.5, 2.0]
+    """
+    chex.assert_equal_shape([action, noise])
+    return jnp.clip(action + sigma * 0.5 * (high - low) * noise, low, high)
+
+
+def ou_noise_step(x_tm1: jax.Array, noise: jax.Array, theta: float | jax.Array,
+                  sigma: float | jax.Array, dt: float = 1e-2) -> jax.Array:
+    """One Euler-Maruyama step of the Ornstein-Uhlenbeck process ``dx = -theta x dt +
+    sigma dW`` (mean 0), DDPG's exploration noise (Lillicrap et al. 2015,
+    arXiv:1509.02971, section 7: ``theta = 0.15``, ``sigma = 0.2``; ``dt`` as in OpenAI
+    Baselines)::
+
+        x_t = x_tm1 - theta * x_tm1 * dt + sigma * sqrt(dt) * noise
+
+    Its stationary variance is ``sigma^2 dt / (1 - (1 - theta dt)^2)``, which tends to
+    ``sigma^2 / (2 theta)`` as ``dt -> 0``.
+
+    Args:
+      x_tm1: ``[..., D]`` the process's state. noise: ``[..., D]`` standard normal draws.
+      theta: the mean-reversion rate. sigma: the diffusion scale. dt: the time step.
+
+    Returns:
+      ``[..., D]`` the next state.
+      (Below: ``1 - 0.5 * 1 * 0.25 + 0.5 * sqrt(0.25) * 2 = 1 - 0.125 + 0.5``.)
+
+    >>> float(ou_noise_step(jnp.float32(1.0), jnp.float32(2.0), 0.5, 0.5, 0.25))
+    1.375
+    """
+    chex.assert_equal_shape([x_tm1, noise])
+    return x_tm1 - theta * x_tm1 * dt + sigma * (dt ** 0.5) * noise
+
+
+def ou_noise_reset(x: jax.Array, done: jax.Array) -> jax.Array:
+    """``x [N, D]`` with the rows of envs whose episode ended (``done [N]``) set to 0, the
+    process's start: each episode's noise begins afresh."""
+    chex.assert_rank([x, done], [2, 1])
+    return jnp.where(done[:, None], 0.0, x)
+
+
 __all__ = ["apex_epsilons", "epsilon_greedy", "epsilon_greedy_from_draws",
-           "exploration_draws", "linear_epsilon"]
+           "exploration_draws", "gaussian_exploration", "linear_epsilon", "ou_noise_reset",
+           "ou_noise_step"]

@@ -27,6 +27,7 @@ from jaxrl_par.losses.soft_actor_critic import (
     soft_actor_loss,
     soft_critic_loss,
     soft_q_target,
+    target_policy_smoothing,
     temperature_loss,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "soft_actor_loss",
     "soft_critic_loss",
     "soft_q_target",
+    "target_policy_smoothing",
     "td_loss",
     "temperature_loss",
     "value_loss",

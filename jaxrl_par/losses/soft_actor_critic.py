@@ -11,8 +11,8 @@ flows into them.
   automatic temperature of https://arxiv.org/abs/1812.05905): the soft Q target, the
   critics' regression, the reparameterised actor loss and the temperature loss.
 * Deterministic policy gradient (Silver et al. 2014; DDPG, Lillicrap et al. 2015,
-  https://arxiv.org/abs/1509.02971) and TD3's clipped double-Q target (Fujimoto et al.
-  2018, https://arxiv.org/abs/1802.09477).
+  https://arxiv.org/abs/1509.02971), TD3's clipped double-Q target and its target policy
+  smoothing (Fujimoto et al. 2018, https://arxiv.org/abs/1802.09477).
 """
 
 from __future__ import annotations
@@ -153,11 +153,42 @@ def clipped_double_q_target(r_t: jax.Array, discount_t: jax.Array,
     return jax.lax.stop_gradient(r_t + discount_t * jnp.min(q_t))
 
 
+def target_policy_smoothing(action_t: jax.Array, noise_t: jax.Array,
+                            sigma: float | jax.Array, noise_clip: float | jax.Array,
+                            low: jax.Array, high: jax.Array) -> jax.Array:
+    """TD3's target policy smoothing (Fujimoto et al. 2018, arXiv:1802.09477, eq. 14): the
+    target policy's action at the next state plus clipped Gaussian noise, kept in the box::
+
+        clip(a_t + clip(sigma * noise_t, -noise_clip, noise_clip) * s, low, high)
+
+    with ``s = (high - low) / 2`` (``sigma`` and ``noise_clip`` in units of the box's
+    half-width, CleanRL's ``action_scale``).
+
+    Args:
+      action_t: ``[D]`` the target policy's action. noise_t: ``[D]`` standard normal draws.
+      sigma: the noise scale (0.2 in the paper). noise_clip: its bound (0.5).
+      low, high: ``[D]`` the action box.
+
+    Returns:
+      ``[D]`` the smoothed action (``stop_gradient``-ed: targets are constants).
+
+    >>> lo, hi = jnp.array([-2.0, -2.0, -2.0]), jnp.array([2.0, 2.0, 2.0])
+    >>> target_policy_smoothing(jnp.array([0.0, 1.5, 0.5]), jnp.array([1.0, 5.0, -4.0]),
+    ...                         0.25, 0.5, lo, hi).tolist()  # noise 0.25*2, min(1.25, .5)*2, -0.5*2
+    [0.5, 2.0, -0.5]
+    """
+    chex.assert_rank([action_t, noise_t], 1)
+    chex.assert_equal_shape([action_t, noise_t])
+    clipped = jnp.clip(sigma * noise_t, -noise_clip, noise_clip) * 0.5 * (high - low)
+    return jax.lax.stop_gradient(jnp.clip(action_t + clipped, low, high))
+
+
 __all__ = [
     "clipped_double_q_target",
     "deterministic_policy_gradient_loss",
     "soft_actor_loss",
     "soft_critic_loss",
     "soft_q_target",
+    "target_policy_smoothing",
     "temperature_loss",
 ]

@@ -43,6 +43,8 @@ RUNTIMES = ("program", "threads", "actor-learner", "devices")
 PARADIGMS = {
     "dqn": "serial replay learner",
     "sac": "serial replay learner",
+    "ddpg": "serial replay learner",
+    "td3": "serial replay learner",
     "ppo": "synchronous vectorised actors",
     "a2c": "synchronous vectorised actors",
     "a3c": "asynchronous workers, parameter server",
