@@ -44,18 +44,19 @@ class FieldInfo(NamedTuple):
     default: Any
     doc: str
     range: str | None
-    group: str  # the class that declares the field's meaning
+    group: str  # the name of the class that declares the field's meaning
+    owner: str  # that class, as module.qualname
 
 
-def _declaring(cls: type, name: str) -> tuple[dict, str]:
+def _declaring(cls: type, name: str) -> tuple[dict, type]:
     """The metadata of field ``name`` from the first class in ``cls``'s MRO that
-    declares it with :func:`field`, and that class's name."""
+    declares it with :func:`field`, and that class."""
     for klass in cls.__mro__:
         own = klass.__dict__.get("__annotations__", {})
         fields = klass.__dict__.get("__dataclass_fields__", {})
         if name in own and name in fields and fields[name].metadata.get("doc"):
-            return dict(fields[name].metadata), klass.__name__
-    return {}, cls.__name__
+            return dict(fields[name].metadata), klass
+    return {}, cls
 
 
 @functools.cache
@@ -64,13 +65,14 @@ def describe(cls: type) -> tuple[FieldInfo, ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
-        meta, group = _declaring(cls, f.name)
+        meta, owner = _declaring(cls, f.name)
         kind = hints.get(f.name, f.type)
         kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
         if kind == "tuple":  # typing.get_type_hints gives tuple[int, ...] this name
             kind = str(hints.get(f.name)).replace("typing.", "")
         out.append(FieldInfo(f.name, kind, f.default, meta.get("doc", ""),
-                             meta.get("range"), group))
+                             meta.get("range"), owner.__name__,
+                             f"{owner.__module__}.{owner.__qualname__}"))
     return tuple(out)
 
 
@@ -113,7 +115,9 @@ def configclass(cls: type) -> type:
     """``cls`` as a frozen dataclass whose construction checks each field's range
     (:func:`check`) before the class's own ``__post_init__``, with the field table
     appended to its docstring."""
-    own_post_init = cls.__dict__.get("__post_init__")
+    # the class's own checks, or the ones it inherits (a Config that only changes defaults)
+    own_post_init = next((klass.__dict__["__post_init__"] for klass in cls.__mro__
+                          if "__post_init__" in klass.__dict__), None)
 
     def __post_init__(self):
         check(self)
