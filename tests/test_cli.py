@@ -15,7 +15,7 @@ from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import checkpoint, interrupt
+from jaxrl_par.runner import checkpoints, interrupt
 from jaxrl_par.runner.evaluation import greedy_returns
 from jaxrl_par.runner.runs import config_from_record, load_run, read_metrics
 
@@ -79,7 +79,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert run.algo.config == cfg  # hidden_sizes back as a tuple, every field equal
     def same(a, b):
         np.testing.assert_array_equal(
-            *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
+            *(jax.random.key_data(x) if checkpoints.is_key(x) else x for x in (a, b)))
 
     jax.tree.map(same, run.state, state)
     assert main(["eval", str(log), "--eval-envs", "4", "--json", "--no-compile-cache"]) == 0
@@ -135,7 +135,7 @@ def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
     run = load_run(str(tmp_path))
     for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state), strict=True):
         assert a.dtype == b.dtype
-        if checkpoint.is_key(a):
+        if checkpoints.is_key(a):
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_array_equal(a, b)
     real = memory.check_fits

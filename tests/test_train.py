@@ -14,7 +14,7 @@ from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
 from jaxrl_par.algos import ppo
-from jaxrl_par.runner import checkpoint, interrupt, memory, records
+from jaxrl_par.runner import checkpoints, interrupt, memory, records
 from jaxrl_par.runner.lockfile import LogDirLock
 from jaxrl_par.runner.training import choose_chunk, make_chunk_fn, train
 
@@ -359,7 +359,7 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
         assert f.read() == logged
     # A checkpoint from another device layout: only jaxrl_par.algos' algorithms (whose
     # one-device layout is known) can change layout; the toy cannot.
-    _rewrite_meta(os.path.join(log, "checkpoint.npz"), lambda meta: {**meta, "data_shards": 2})
+    _rewrite_meta(log, lambda meta: {**meta, "data_shards": 2})
     with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
                                          r"is on one device \(no mesh\), and only"):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
@@ -412,20 +412,21 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
                                    absent)
 
 
-def _rewrite_meta(path, edit) -> None:
-    """Rewrites the checkpoint at ``path`` with its JSON meta replaced by ``edit(meta)``
-    (the arrays as they are), e.g. to make it look written by another run."""
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    meta = json.loads(bytes(arrays["meta"]).decode())
-    arrays["meta"] = np.frombuffer(json.dumps(edit(meta)).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
+def _rewrite_meta(log, edit) -> None:
+    """Rewrites every checkpoint of the run in ``log`` with its JSON meta replaced by
+    ``edit(meta)`` (the arrays as they are), e.g. to make it look written by another run."""
+    saved = os.path.join(log, "checkpoints")
+    for step in os.listdir(saved):
+        path = os.path.join(saved, step, "meta", "metadata")
+        with open(path) as f:
+            meta = json.load(f)
+        with open(path, "w") as f:
+            json.dump(edit(meta), f)
 
 
 def _as_recorded_before(log, field: str) -> None:
     """Rewrites the run in ``log`` as an older version recorded it: without ``field``."""
-    _rewrite_meta(log / "checkpoint.npz",
+    _rewrite_meta(log,
                   lambda meta: {**meta, "config": {k: v for k, v in meta["config"].items()
                                                    if k != field}})
 
@@ -588,7 +589,7 @@ def test_warmup_updates_skip_the_learning_branch_with_the_same_result(name):
                                   [0] * algo.warmup_updates
                                   + [cfg.gradient_steps_per_update])
     for x, y in zip(jax.tree.leaves(warm.state), jax.tree.leaves(plain.state), strict=True):
-        if checkpoint.is_key(x):
+        if checkpoints.is_key(x):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(x, y)
     for k, v in plain.metrics.items():

@@ -6,12 +6,12 @@ that adds metrics or changes the state returns the chunk changed
 (``chunk._replace(rows=..., state=...)``) and the listeners after it hear that one; a
 listener that only reads it returns None. ``close()`` is called once when the loop ends,
 however it ends (a finished run, Ctrl-C, an exception). A logger (TensorBoard, W&B) or
-another checkpoint format (orbax) is one more :class:`Listener` in the list ``train``
+another checkpoint format is one more :class:`Listener` in the list ``train``
 builds; the loop does not change.
 
 ``train`` orders them: :class:`GreedyEvaluation` and :class:`SweepValues` add columns,
 :class:`History` completes and keeps the rows, :class:`MetricsLog` writes them,
-:class:`PBTStep` changes the state, :class:`ReplicaCheck` and :class:`CheckpointWriter`
+:class:`PBTStep` changes the state, :class:`ReplicaCheck` and :class:`CheckpointSaver`
 read the state after that, :class:`ProgressBar` and :class:`Callback` come last.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.runner import checkpoint, records
+from jaxrl_par.runner import checkpoints, records
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.evaluation import greedy_returns
 
@@ -231,26 +231,25 @@ class ReplicaCheck(Listener):
         self.check(chunk.state, where=f"after update {chunk.end}")
 
 
-class CheckpointWriter(Listener):
-    """Saves the state after every chunk to ``path``
-    (:func:`jaxrl_par.runner.checkpoint.save`) with ``{"updates_done": end, **meta}``.
+class CheckpointSaver(Listener):
+    """Saves the state after every chunk as the checkpoint of its updates done
+    (:class:`jaxrl_par.runner.checkpoints.Checkpoints`, orbax: in the background, the
+    last few kept; every process writes its own shards), with ``meta`` beside it; the
+    writes in flight are waited for when the loop ends.
 
     Args:
-      path: the checkpoint file, or None in a process that takes part in gathering the
-        state but writes nothing (all but the first).
-      meta: what the checkpoint records beside the updates done (seeds, layout, config).
-      to_host: ``to_host(state) -> state`` on the host, called by every process (a
-        mesh's state); None to save the state as it is.
+      store: where the checkpoints go.
+      meta: what each checkpoint records beside the updates done (seeds, layout, config).
     """
 
-    def __init__(self, path: str | None, meta: dict,
-                 to_host: Callable[[Any], Any] | None = None):
-        self.path, self.meta, self.to_host = path, meta, to_host
+    def __init__(self, store: checkpoints.Checkpoints, meta: dict):
+        self.store, self.meta = store, meta
 
     def on_chunk(self, chunk: Chunk) -> None:
-        state = chunk.state if self.to_host is None else self.to_host(chunk.state)
-        if self.path:
-            checkpoint.save(self.path, state, {"updates_done": chunk.end, **self.meta})
+        self.store.save(chunk.end, chunk.state, self.meta)
+
+    def close(self) -> None:
+        self.store.close()
 
 
 class ProgressBar(Listener):

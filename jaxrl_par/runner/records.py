@@ -2,7 +2,8 @@
 
 ``train(..., log_dir=D)`` writes ``D/config.json`` (the config record, seeds, updates,
 layout), ``D/metrics.jsonl`` (one row per update, every seed's value in a list),
-``D/checkpoint.npz`` (the state and a meta record) and, with PBT, ``D/pbt.jsonl``. This
+``D/checkpoints/`` (orbax checkpoints of the state,
+:mod:`jaxrl_par.runner.checkpoints`) and, with PBT, ``D/pbt.jsonl``. This
 module names those files, makes and reads their records, and holds the checks that a
 log dir may be trained into or resumed. It imports nothing of the runner above it, so
 the training loop and the readers of finished runs (:mod:`jaxrl_par.runner.runs`) share it.
@@ -21,7 +22,7 @@ import numpy as np
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 
-CHECKPOINT = "checkpoint.npz"
+CHECKPOINTS = "checkpoints"  # a directory of orbax checkpoints
 METRICS = "metrics.jsonl"
 PBT_LOG = "pbt.jsonl"
 CONFIG = "config.json"
@@ -110,9 +111,10 @@ def check_log_dir(log_dir: str | None, resume: bool) -> None:
     if not log_dir or resume:
         return
     metrics = os.path.join(log_dir, METRICS)
-    if (os.path.exists(os.path.join(log_dir, CHECKPOINT))
+    saved = os.path.join(log_dir, CHECKPOINTS)
+    if ((os.path.isdir(saved) and os.listdir(saved))
             or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
-        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINT}, {METRICS}); "
+        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINTS}/, {METRICS}); "
                          "continue it with resume=True (--resume), or give another log dir "
                          "(or delete this one) to start anew")
 

@@ -2,7 +2,7 @@
 
 ``train`` checks its arguments, picks the runtime (one device's ``vmap`` over seeds, a
 device mesh, the actor-learner or the asynchronous-worker runtime), continues a run from
-its log dir (:mod:`jaxrl_par.runner.resume`), builds the compiled programs
+its log dir (:mod:`jaxrl_par.runner.continuation`), builds the compiled programs
 (:mod:`jaxrl_par.runner.programs`) and runs the chunk loop (:mod:`jaxrl_par.runner.loop`)
 with its listeners (:mod:`jaxrl_par.runner.listeners`: evaluation, metrics log, PBT,
 checkpoints, progress bar, the user's callback). It knows algorithms only through their
@@ -30,14 +30,22 @@ from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import interrupt, listeners, lockfile, loop, programs, records
+from jaxrl_par.runner import (
+    checkpoints,
+    continuation,
+    interrupt,
+    listeners,
+    lockfile,
+    loop,
+    programs,
+    records,
+)
 from jaxrl_par.runner import pbt as pbt_lib
-from jaxrl_par.runner import resume as resume_lib
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.programs import choose_chunk, make_chunk_fn, seed_keys
-from jaxrl_par.runner.records import CHECKPOINT, METRICS, config_record
+from jaxrl_par.runner.records import METRICS, config_record
 
-__all__ = ["CHECKPOINT", "METRICS", "TrainResult", "choose_chunk", "config_record",
+__all__ = ["METRICS", "TrainResult", "choose_chunk", "config_record",
            "make_chunk_fn", "seed_keys", "train"]
 
 
@@ -246,6 +254,7 @@ def train(
     pbt: pbt_lib.PBT | None = None,
     eval_envs: int = 0,
     eval_every: int = 1,
+    keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -254,11 +263,14 @@ def train(
       seeds: an int, a list of ints, or ``[S]`` PRNG keys; seeds are vmapped.
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
-        and ``checkpoint.npz`` (after every chunk). One run at a time: a log dir that
-        another process is training in is an error (:mod:`jaxrl_par.runner.lockfile`).
-      resume: continue from ``log_dir``'s checkpoint if there is one (needs ``log_dir``).
-        Without it, a ``log_dir`` that already holds a run is an error: a fresh run
-        never overwrites another's logs and checkpoint.
+        and, after every chunk, an orbax checkpoint of the whole state in
+        ``checkpoints/<updates done>/`` (:mod:`jaxrl_par.runner.checkpoints`). One run
+        at a time: a log dir that another process is training in is an error
+        (:mod:`jaxrl_par.runner.lockfile`).
+      resume: continue from ``log_dir``'s newest readable checkpoint (needs ``log_dir``;
+        one without a checkpoint is an error, not a fresh start). Without it, a
+        ``log_dir`` that already holds a run is an error: a fresh run never overwrites
+        another's logs and checkpoints.
       progress: show a tqdm progress bar.
       callback: ``callback(updates_done, chunk_metrics)`` after each chunk (numpy rows;
         like all of ``train`` it runs with ``jax_enable_x64`` off, see
@@ -311,6 +323,7 @@ def train(
         chunk's last update, NaN at the others. The time it takes (its compile
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
       eval_every: chunks between evaluations.
+      keep_checkpoints: how many of the newest checkpoints a ``log_dir`` keeps.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -343,7 +356,7 @@ def train(
     records.check_log_dir(log_dir, resume)
     saved = None
     if log_dir and resume:  # before compiling: a mismatch is an error, not minutes of work
-        saved = resume_lib.find(log_dir, algo, record, seed_list, keys, lanes,
+        saved = continuation.find(log_dir, algo, record, seed_list, keys, lanes,
                                 lanes_given=hparams is not None,
                                 data_shards=runtime.data_shards, say=show)
         lanes = saved.lanes if saved else lanes
@@ -367,7 +380,7 @@ def train(
 
     state, done, history = built.state, 0, {}
     if saved:
-        state, done, history = resume_lib.restore(saved, state, runtime.place, log_dir,
+        state, done, history = continuation.restore(saved, state, runtime.place, log_dir,
                                                   rewrite=is_main)
     elif log_dir and is_main:
         records.start_metrics(log_dir)
@@ -406,10 +419,10 @@ def train(
     if runtime.sharded and debug_replication:
         chain.append(listeners.ReplicaCheck(parallel.assert_is_replicated))
     if log_dir:
-        chain.append(listeners.CheckpointWriter(
-            os.path.join(log_dir, CHECKPOINT) if is_main else None,
-            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
-            to_host=parallel.to_host if runtime.sharded else None))
+        chain.append(listeners.CheckpointSaver(
+            checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
+                                    keep=keep_checkpoints),
+            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra}))
     if show:
         chain.append(listeners.ProgressBar(num_updates, algo.env_steps_per_update, done))
     if callback is not None:
