@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxrl_par import (
     algos,  # no gymnax here: hosts must join before it is imported
+    failures,
     platform,
 )
 from jaxrl_par.algos.config import apply_overrides
@@ -65,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
                         "their values (x0.8 or x1.25); the table then shows final values")
     t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
     t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
+    t.add_argument("--logger", dest="loggers", action="append", default=[],
+                   choices=("tensorboard", "wandb"),
+                   help="also log every update's scalars (per seed and their mean, against "
+                        "env steps) to TensorBoard (in --log-dir/tensorboard; pip install "
+                        "'jaxrl_par[tensorboard]') or W&B (offline unless $WANDB_MODE says "
+                        "otherwise; pip install 'jaxrl_par[wandb]'); repeatable")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
     t.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="after training, play one greedy episode in each of N envs per seed "
@@ -527,9 +534,15 @@ def cmd_train(args) -> int:
         pbt = PBT(interval=args.pbt)
     during = ({"eval_envs": args.eval_envs, "eval_every": args.eval_every}
               if args.eval_every is not None else {})
+    loggers = []
+    if args.loggers and jax.process_index() == 0:  # only process 0 logs
+        from jaxrl_par.runner import loggers as loggers_lib
+        from jaxrl_par.runner.records import config_record
+
+        loggers = loggers_lib.from_names(args.loggers, args.log_dir, config_record(algo))
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, **mesh_kw, **during)
+                   pbt=pbt, listeners=loggers, **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -817,6 +830,21 @@ def _env_details(env_id: str) -> str:
     return f"{actions}; obs {env.observation_shape} {env.obs_dtype}; {trainable}"
 
 
+def _kept(log_dir: str | None) -> str:
+    """What a stop before training says of ``log_dir``: that what it held is kept, where
+    it held something (a run to resume, or other files); nothing for a new one."""
+    from jaxrl_par.runner import records
+
+    if not log_dir or not os.path.isdir(log_dir):
+        return ""
+    saved = os.path.join(log_dir, records.CHECKPOINTS)
+    if os.path.isdir(saved) and os.listdir(saved):
+        return (f"; what {log_dir} held before is kept (--resume continues from its last "
+                "checkpoint)")
+    held = [f for f in os.listdir(log_dir) if f != ".lock"]
+    return f"; what {log_dir} held before is kept" if held else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit code.
 
@@ -841,8 +869,7 @@ def main(argv: list[str] | None = None) -> int:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             previous_int = signal.signal(signal.SIGINT, interrupt.raise_interrupt)
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
-    kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
-            "checkpoint)" if log_dir else "")
+    kept = _kept(log_dir)
     commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare}
     try:
         code = commands.get(args.command, cmd_list)(args)
@@ -851,8 +878,12 @@ def main(argv: list[str] | None = None) -> int:
         # ends the command with its code, as a scheduler that sent it expects.
         interrupt.raise_pending()
         return code
-    except (ValueError, FloatingPointError, FileNotFoundError) as e:
-        print(f"jaxrl-par: error: {e}", file=sys.stderr)
+    except Exception as e:  # one line for what a user can fix; a traceback for a bug
+        line = failures.user_error(e, log_dir)
+        if line is None:
+            print(failures.bug_report(e), file=sys.stderr)
+            return 1
+        print(f"jaxrl-par: error: {' '.join(line.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         interrupt.forget_pending()

@@ -17,6 +17,7 @@ read instead.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -120,7 +121,9 @@ class Checkpoints:
         names = leaf_names(state)
         arrays = {n: jax.random.key_data(x) if is_key(x) else x
                   for n, x in zip(names, leaves, strict=True)}
-        record = {**meta, "updates_done": int(step), "leaves": names,
+        empty = [n for n, x in arrays.items() if x.size == 0]  # orbax writes none
+        arrays = {n: x for n, x in arrays.items() if x.size}
+        record = {**meta, "updates_done": int(step), "leaves": names, "empty": empty,
                   "key_impls": {n: str(jax.random.key_impl(x))
                                 for n, x in zip(names, leaves, strict=True) if is_key(x)}}
         self._open(create=True).save(int(step), args=ocp.args.Composite(
@@ -163,7 +166,8 @@ class Checkpoints:
 
     def restore(self, template: Any, *, newest: int | None = None,
                 reshape: Callable[[int, np.ndarray, tuple[int, ...]], np.ndarray] | None = None,
-                say: Callable[[str], None] | None = None) -> Restored:
+                say: Callable[[str], None] | None = None, set_aside: bool = False
+                ) -> Restored:
         """The newest readable checkpoint (at ``newest`` updates or before) read into the
         structure of ``template``; a damaged one is reported through ``say`` and the one
         before it read instead.
@@ -172,6 +176,8 @@ class Checkpoints:
         (``jax.eval_shape`` of the init). ``reshape(i, array, shape)``, if given, maps
         saved leaf ``i`` to the shape the template expects (a key: its key data's)
         before the shapes are compared (another device layout, :mod:`jaxrl_par.runner.layouts`).
+        With ``set_aside`` (a run that goes on), a damaged checkpoint is moved to
+        ``<directory>-damaged/`` (kept, out of the way of the run's next saves).
 
         Raises:
           Unreadable: no checkpoint could be read.
@@ -184,14 +190,30 @@ class Checkpoints:
         for step in steps:
             try:
                 meta = self.read_meta(step)
-                arrays = self._read_arrays(step, list(meta["leaves"]))
+                empty = set(meta.get("empty", ()))
+                arrays = self._read_arrays(step, [n for n in meta["leaves"]
+                                                  if n not in empty])
             except Exception as e:  # damaged: the one before it
                 _damaged(say, self.directory, step, e)
+                if set_aside:
+                    self._set_aside(step)
                 continue
             return Restored(_into(template, arrays, meta, step, self.directory, reshape),
                             meta, step)
         raise Unreadable(f"no checkpoint in {self.directory} could be read (all damaged): "
                          "start the run anew in another log dir")
+
+
+    def _set_aside(self, step: int) -> None:
+        aside = f"{self.directory}-damaged"
+        os.makedirs(aside, exist_ok=True)
+        target = os.path.join(aside, str(step))
+        n = 1
+        while os.path.exists(target):
+            target, n = os.path.join(aside, f"{step}.{n}"), n + 1
+        os.replace(os.path.join(self.directory, str(step)), target)
+        self._manager = None  # its list of steps is stale
+        _stderr(f"jaxrl_par: moved it to {target}")
 
 
 def _damaged(say: Callable[[str], None] | None, directory: str, step: int, e: Exception
@@ -221,9 +243,14 @@ def _into(template: Any, arrays: dict[str, np.ndarray], meta: dict, step: int,
     impls = meta.get("key_impls", {})
     out = []
     for i, (name, t) in enumerate(zip(names, leaves, strict=True)):
-        x = arrays[name]
         want = key_data_shape(t) if is_key(t) else tuple(t.shape)
-        if reshape is not None:
+        x = arrays.get(name)
+        if x is None and math.prod(want) == 0:  # a leaf of no elements: none saved
+            x = np.zeros(want, np.uint32 if is_key(t) else t.dtype)
+        elif x is None:
+            raise ValueError(f"checkpoint {where} holds no array {name}, of shape {want} "
+                             "in this state: it was written by a different config")
+        elif reshape is not None:
             x = reshape(i, x, want)
         if tuple(x.shape) != want:
             raise ValueError(f"checkpoint {where}: leaf {name} has shape {tuple(x.shape)}, "

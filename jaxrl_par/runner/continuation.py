@@ -119,8 +119,8 @@ def restore(saved: Saved, template: Any, place: Callable[[Any], Any], log_dir: s
     structure and placed with ``place``, and its logged metrics
     (:func:`~jaxrl_par.runner.records.read_history`; with ``rewrite``, ``metrics.jsonl``
     is cut back to the checkpoint's updates). A damaged checkpoint is reported in one line
-    and the one before it is read."""
+    and the one before it is read (with ``rewrite``, the damaged one is moved aside)."""
     state, meta, done = checkpoints.Checkpoints(saved.path).restore(
-        template, newest=saved.step, reshape=saved.reshape)
+        template, newest=saved.step, reshape=saved.reshape, set_aside=rewrite)
     history = records.read_history(os.path.join(log_dir, records.METRICS), done, rewrite)
     return place(state), done, history

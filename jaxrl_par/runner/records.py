@@ -30,6 +30,12 @@ CONFIG = "config.json"
 # Config fields that may differ between a run and its resumption: the data axis's name,
 # which follows the device layout (a run can resume on another one).
 RESUMABLE_CHANGES = frozenset({"axis_name"})
+# Config fields that a resumed run may raise: a longer run continues the recorded one.
+# Schedules (learning-rate annealing, epsilon decay, PER's beta) are functions of the
+# config, so they are re-stretched over the new total: from the resumed update on, each
+# follows the schedule of a run started with the new total (a linearly annealed
+# learning rate steps up where the run resumes).
+GROWABLE = frozenset({"total_timesteps"})
 
 
 def jsonable(x: Any) -> Any:
@@ -73,7 +79,8 @@ def absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
 def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
                     absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared).
+    these seeds and config (checkpoints without a config record are not compared); a
+    ``GROWABLE`` field may be larger now (a longer run continues the recorded one).
 
     A field that the saved record lacks (one added to the config class since) counts as
     unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
@@ -93,6 +100,7 @@ def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
     changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
                for k in sorted(set(saved) | set(record))
                if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
+               and not _grown(k, saved.get(k), record.get(k))
                and not (k not in saved and (k in legacy
                                             or record.get(k) == defaults.get(k, missing)))]
     if changed:
@@ -100,6 +108,12 @@ def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
         raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "
                          f"resume with the run's settings ({config_json}; the CLI takes "
                          f"them as --config {config_json}), or give a new log dir")
+
+
+def _grown(field: str, before: Any, now: Any) -> bool:
+    """Whether ``field`` went from ``before`` to a larger ``now`` and may (``GROWABLE``)."""
+    return (field in GROWABLE and isinstance(before, int) and isinstance(now, int)
+            and now > before)
 
 
 def check_log_dir(log_dir: str | None, resume: bool) -> None:

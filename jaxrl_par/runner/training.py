@@ -34,12 +34,12 @@ from jaxrl_par.runner import (
     checkpoints,
     continuation,
     interrupt,
-    listeners,
     lockfile,
     loop,
     programs,
     records,
 )
+from jaxrl_par.runner import listeners as listeners_lib
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.programs import choose_chunk, make_chunk_fn, seed_keys
@@ -255,6 +255,7 @@ def train(
     eval_envs: int = 0,
     eval_every: int = 1,
     keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
+    listeners: Sequence[listeners_lib.Listener] = (),
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -324,6 +325,9 @@ def train(
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
       eval_every: chunks between evaluations.
       keep_checkpoints: how many of the newest checkpoints a ``log_dir`` keeps.
+      listeners: more listeners of the chunk loop (:mod:`jaxrl_par.runner.listeners`),
+        e.g. the loggers of :mod:`jaxrl_par.runner.loggers`; they hear every chunk
+        after its rows are complete and logged, and are closed when the loop ends.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -382,6 +386,9 @@ def train(
     if saved:
         state, done, history = continuation.restore(saved, state, runtime.place, log_dir,
                                                   rewrite=is_main)
+        if done < num_updates and built.chunk is None:  # the finished one was damaged
+            built = programs.build(algo, keys, runtime, chunk_updates, lanes=None,
+                                   check_memory=False, say=show)._replace(state=None)
     elif log_dir and is_main:
         records.start_metrics(log_dir)
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
@@ -398,35 +405,36 @@ def train(
                                        "num_updates": num_updates,
                                        "data_shards": runtime.data_shards, **extra})
 
-    history_log = listeners.History(len(seed_list), history)
+    history_log = listeners_lib.History(len(seed_list), history)
     evaluation, sweep = None, None
-    chain: list[listeners.Listener] = []
+    chain: list[listeners_lib.Listener] = []
     if eval_envs:
-        evaluation = listeners.GreedyEvaluation(
+        evaluation = listeners_lib.GreedyEvaluation(
             algo, eval_envs, eval_every, chunk_updates,
             gather=_one_device if runtime.sharded else None, on_main=is_main)
         chain.append(evaluation)
     if pbt is not None:
-        sweep = listeners.SweepValues(current)
+        sweep = listeners_lib.SweepValues(current)
         chain.append(sweep)
     chain.append(history_log)
     if log_dir and is_main:
-        chain.append(listeners.MetricsLog(os.path.join(log_dir, METRICS)))
+        chain.append(listeners_lib.MetricsLog(os.path.join(log_dir, METRICS)))
+    chain.extend(listeners)
     if pbt is not None:
-        chain.append(listeners.PBTStep(
+        chain.append(listeners_lib.PBTStep(
             pbt, sweep, seed_list, algo.config,
             os.path.join(log_dir, records.PBT_LOG) if log_dir and is_main else None))
     if runtime.sharded and debug_replication:
-        chain.append(listeners.ReplicaCheck(parallel.assert_is_replicated))
+        chain.append(listeners_lib.ReplicaCheck(parallel.assert_is_replicated))
     if log_dir:
-        chain.append(listeners.CheckpointSaver(
+        chain.append(listeners_lib.CheckpointSaver(
             checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
                                     keep=keep_checkpoints),
             {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra}))
     if show:
-        chain.append(listeners.ProgressBar(num_updates, algo.env_steps_per_update, done))
+        chain.append(listeners_lib.ProgressBar(num_updates, algo.env_steps_per_update, done))
     if callback is not None:
-        chain.append(listeners.Callback(callback))
+        chain.append(listeners_lib.Callback(callback))
 
     ran = loop.run(built.chunk, state, start=done, num_updates=num_updates,
                    chunk_updates=chunk_updates,
