@@ -64,8 +64,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="population based training over the --sweep lanes: every K updates "
                         "the worst quarter copies the best quarter's states and perturbs "
                         "their values (x0.8 or x1.25); the table then shows final values")
-    t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
-    t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
+    t.add_argument("--log-dir", default=None,
+                   help="write config.json, metrics.jsonl and orbax checkpoints "
+                        "(checkpoints/<updates done>/, the last 2 kept)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from --log-dir's newest readable checkpoint, with the "
+                        "run's settings; a larger --total-timesteps continues it to the new "
+                        "total, its schedules (learning-rate annealing, epsilon decay) "
+                        "re-stretched over the new total from the resumed update on")
     t.add_argument("--logger", dest="loggers", action="append", default=[],
                    choices=("tensorboard", "wandb"),
                    help="also log every update's scalars (per seed and their mean, against "
@@ -169,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--cpu-threads", default="auto", metavar="auto|default|N",
                    help=CPU_THREADS_HELP)
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
-    ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoint.npz)")
+    ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoints/)")
     ev.add_argument("--log-dir", dest="log_dir_option", metavar="LOG_DIR",
                     help="the same, as train spells it")
     ev.add_argument("--eval-envs", type=int, default=8, metavar="N",
