@@ -79,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
                         "'jaxrl_par[tensorboard]') or W&B (offline unless $WANDB_MODE says "
                         "otherwise; pip install 'jaxrl_par[wandb]'); repeatable")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
+    t.add_argument("--max-chunk-seconds", type=float, default=10.0, metavar="S",
+                   help="a chunk that takes longer is followed by shorter ones, so Ctrl-C "
+                        "or SIGTERM (30 s before SIGKILL under SLURM and Kubernetes) stops "
+                        "with a checkpoint in time (default 10; 0: chunks as --chunks says)")
+    t.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop, logged and checkpointed, before a chunk that would end past "
+                        "S seconds of training (e.g. a job's time limit less a margin); "
+                        "--resume continues")
     t.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="after training, play one greedy episode in each of N envs per seed "
                         "and report greedy_return (training returns are the exploring "
@@ -548,7 +556,8 @@ def cmd_train(args) -> int:
         loggers = loggers_lib.from_names(args.loggers, args.log_dir, config_record(algo))
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, listeners=loggers, **mesh_kw, **during)
+                   pbt=pbt, listeners=loggers, max_chunk_seconds=args.max_chunk_seconds or None,
+                   time_limit=args.time_limit, **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -586,7 +595,8 @@ def cmd_train(args) -> int:
         summary["already_finished"] = True
     if result.interrupted:
         summary["interrupted"] = True
-        summary["stop_signal"] = stop_signal.name
+        summary["stop_signal"] = (stop_signal.name if result.stop_signal is not None
+                                  else "time_limit")
     greedy = ""
     if args.eval_envs:
         from jaxrl_par.runner.evaluation import greedy_returns
@@ -620,6 +630,12 @@ def cmd_train(args) -> int:
             np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
     if args.json:
         print(json.dumps(summary))
+    if result.interrupted and result.stop_signal is None:  # --time-limit
+        print("jaxrl-par: stopped at --time-limit; "
+              + ("the same command with --resume continues from the checkpoint"
+                 if args.log_dir else "give --log-dir to be able to resume a run"),
+              file=sys.stderr)
+        return 0
     if result.interrupted:
         print("jaxrl-par: interrupted; "
               + ("the same command with --resume continues from the checkpoint"

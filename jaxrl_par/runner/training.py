@@ -256,6 +256,8 @@ def train(
     eval_every: int = 1,
     keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
     listeners: Sequence[listeners_lib.Listener] = (),
+    max_chunk_seconds: float | None = loop.MAX_CHUNK_SECONDS,
+    time_limit: float | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -328,6 +330,15 @@ def train(
       listeners: more listeners of the chunk loop (:mod:`jaxrl_par.runner.listeners`),
         e.g. the loggers of :mod:`jaxrl_par.runner.loggers`; they hear every chunk
         after its rows are complete and logged, and are closed when the loop ends.
+      max_chunk_seconds: a chunk that takes longer (by a fifth) is followed by shorter
+        ones (compiled then), so a stop (Ctrl-C, SIGTERM's grace period) never waits much
+        longer than this for the running chunk. None keeps ``num_chunks``' size; so do
+        runs on several processes, PBT, evaluations every few chunks (whose chunks must
+        stay as planned) and the actor-learner and asynchronous-worker runtimes.
+      time_limit: stop after the last chunk that ends within this many seconds of
+        training (judged by the chunk before it; the first always runs), logged and
+        checkpointed, with
+        ``interrupted=True`` and no ``stop_signal``; ``resume`` continues.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -436,10 +447,17 @@ def train(
     if callback is not None:
         chain.append(listeners_lib.Callback(callback))
 
+    fixed = (jax.process_count() > 1 or pbt is not None or runtime.pipeline is not None
+             or (eval_envs and eval_every > 1) or built.chunk is None)
+    rechunk = None if fixed else functools.partial(
+        programs.compile_chunk, algo, runtime,
+        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                     state))
     ran = loop.run(built.chunk, state, start=done, num_updates=num_updates,
                    chunk_updates=chunk_updates,
                    env_steps_per_update=algo.env_steps_per_update, listeners=chain,
-                   stop_on_signal=jax.process_count() == 1)
+                   stop_on_signal=jax.process_count() == 1,
+                   bounds=loop.Bounds(max_chunk_seconds, time_limit, rechunk))
     if runtime.sharded:
         parallel.assert_is_replicated(ran.state, where="after training")
     updates_run = ran.done - done
