@@ -194,9 +194,8 @@ class Checkpoints:
                 arrays = self._read_arrays(step, [n for n in meta["leaves"]
                                                   if n not in empty])
             except Exception as e:  # damaged: the one before it
-                _damaged(say, self.directory, step, e)
-                if set_aside:
-                    self._set_aside(step)
+                _damaged(say, self.directory, step, e,
+                         self._set_aside(step) if set_aside else None)
                 continue
             return Restored(_into(template, arrays, meta, step, self.directory, reshape),
                             meta, step)
@@ -204,7 +203,7 @@ class Checkpoints:
                          "start the run anew in another log dir")
 
 
-    def _set_aside(self, step: int) -> None:
+    def _set_aside(self, step: int) -> str:
         aside = f"{self.directory}-damaged"
         os.makedirs(aside, exist_ok=True)
         target = os.path.join(aside, str(step))
@@ -213,14 +212,15 @@ class Checkpoints:
             target, n = os.path.join(aside, f"{step}.{n}"), n + 1
         os.replace(os.path.join(self.directory, str(step)), target)
         self._manager = None  # its list of steps is stale
-        _stderr(f"jaxrl_par: moved it to {target}")
+        return target
 
 
-def _damaged(say: Callable[[str], None] | None, directory: str, step: int, e: Exception
-             ) -> None:
+def _damaged(say: Callable[[str], None] | None, directory: str, step: int, e: Exception,
+             moved_to: str | None = None) -> None:
     first = (str(e).strip().splitlines() or [""])[0][:200]
+    moved = f", moved to {moved_to}" if moved_to else ""
     (say or _stderr)(f"jaxrl_par: the checkpoint {os.path.join(directory, str(step))} is "
-                     f"damaged ({type(e).__name__}: {first}); trying the one before it")
+                     f"damaged ({type(e).__name__}: {first}{moved}); trying the one before it")
 
 
 def _stderr(line: str) -> None:

@@ -118,16 +118,16 @@ def _grown(field: str, before: Any, now: Any) -> bool:
 
 def check_log_dir(log_dir: str | None, resume: bool) -> None:
     """Raises ``ValueError`` when ``resume`` has no log dir, or when a fresh run would
-    overwrite a log dir that holds a run (a checkpoint or logged updates)."""
+    overwrite a log dir that holds a run (a checkpoint). A log dir whose run was killed
+    before its first checkpoint holds nothing to continue: a fresh run starts there anew
+    (its ``metrics.jsonl`` rows, which a resume would drop too, are rewritten)."""
     if resume and not log_dir:
         raise ValueError("resume=True needs the log_dir of the run to continue "
                          "(--resume with --log-dir DIR)")
     if not log_dir or resume:
         return
-    metrics = os.path.join(log_dir, METRICS)
     saved = os.path.join(log_dir, CHECKPOINTS)
-    if ((os.path.isdir(saved) and os.listdir(saved))
-            or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
+    if os.path.isdir(saved) and any(d.isdigit() for d in os.listdir(saved)):
         raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINTS}/, {METRICS}); "
                          "continue it with resume=True (--resume), or give another log dir "
                          "(or delete this one) to start anew")
