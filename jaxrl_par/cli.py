@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -879,6 +880,9 @@ def main(argv: list[str] | None = None) -> int:
     again.
     """
     args = _parser().parse_args(argv)
+    # orbax logs a failed background write's traceback through absl before it raises
+    # the error here; the command says it in one line instead.
+    logging.getLogger("absl").setLevel(logging.CRITICAL)
     previous = None
     # Not on several hosts: there GracefulStop is off too, and SIGTERM keeps its default
     # (the process ends at once, not after the compiled call in flight).

@@ -83,3 +83,35 @@ def test_another_structure_is_an_error_naming_the_leaf(tmp_path):
     with pytest.raises(ValueError, match=r"leaf params.w has shape \(2, 3\), the state "
                                          r"expects \(2, 4\)"):
         checkpoints.Checkpoints(str(tmp_path / "ckpt")).restore(wider)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 200 KB tmpfs (where this process may mount one, e.g. as root in a container)."""
+    import subprocess
+
+    path = tmp_path / "tiny"
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(path)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
+
+
+def test_a_full_disk_is_an_os_error_and_keeps_the_checkpoints_before(tiny_disk):
+    import errno
+
+    store = checkpoints.Checkpoints(str(tiny_disk / "ckpt"))
+    store.save(1, _state(1), {})
+    store.wait()
+    noise = {"big": jax.random.normal(jax.random.key(0), (200_000,))}  # 800 KB
+    with pytest.raises(OSError) as raised:
+        store.save(2, noise, {})
+        store.close()
+    assert raised.value.errno == errno.ENOSPC
+    template = jax.eval_shape(lambda: _state(0))
+    restored = checkpoints.Checkpoints(str(tiny_disk / "ckpt")).restore(template)
+    assert restored.step == 1
+    _equal(restored.state, _state(1))

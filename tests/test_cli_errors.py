@@ -155,13 +155,16 @@ def test_a_damaged_newest_checkpoint_resumes_from_the_one_before(finished_run, t
     assert "trying the one before it" in damaged[0]
     with open(os.path.join(log, "metrics.jsonl")) as f:  # update 4 trained again
         assert f.read() == rows
-    # All damaged: one line, and nothing is deleted.
+    assert os.listdir(os.path.join(log, "checkpoints-damaged")) == ["4"]  # kept aside
+    # All damaged: one line each, then the error; nothing is deleted (moved aside).
     _damage(log, 3)
     _damage(log, 4)
     before = _tree(log)
     out = cli([*TINY, "--log-dir", log, "--resume"], cache)
     assert_one_line_error(out, "could be read", "start the run anew")
-    assert _tree(log) == before
+    after = _tree(log)
+    assert sorted(after.values()) == sorted(before.values())
+    assert sorted(os.listdir(os.path.join(log, "checkpoints-damaged"))) == ["3", "4", "4.1"]
 
 
 def test_resume_of_a_missing_or_empty_dir_is_an_error(tmp_path, cache):

@@ -17,6 +17,7 @@ read instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -126,20 +127,37 @@ class Checkpoints:
         record = {**meta, "updates_done": int(step), "leaves": names, "empty": empty,
                   "key_impls": {n: str(jax.random.key_impl(x))
                                 for n, x in zip(names, leaves, strict=True) if is_key(x)}}
-        self._open(create=True).save(int(step), args=ocp.args.Composite(
-            state=ocp.args.PyTreeSave(arrays), meta=ocp.args.JsonSave(record)), force=True)
+        with self._os_errors():
+            self._open(create=True).save(int(step), args=ocp.args.Composite(
+                state=ocp.args.PyTreeSave(arrays), meta=ocp.args.JsonSave(record)),
+                force=True)
 
     def wait(self) -> None:
         """Returns once every write in flight is complete."""
         if self._manager is not None:
-            self._manager.wait_until_finished()
+            with self._os_errors():
+                self._manager.wait_until_finished()
 
     def close(self) -> None:
         """Waits for the writes in flight, then releases orbax's threads."""
         if self._manager is not None:
-            self._manager.wait_until_finished()
-            self._manager.close()
-            self._manager = None
+            manager, self._manager = self._manager, None
+            with self._os_errors():
+                manager.wait_until_finished()
+            manager.close()
+
+    @contextlib.contextmanager
+    def _os_errors(self):
+        """A write that the OS refused (tensorstore reports it as a ``ValueError`` with
+        ``os_error_code='N'``: a full disk, no permission) as the ``OSError`` it is."""
+        try:
+            yield
+        except ValueError as e:
+            code = re.search(r"os_error_code='?(\d+)", str(e))
+            if code is None:
+                raise
+            n = int(code.group(1))
+            raise OSError(n, os.strerror(n), self.directory) from None
 
     def read_meta(self, step: int) -> dict:
         """The meta record of the checkpoint of ``step``."""
