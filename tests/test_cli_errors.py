@@ -219,13 +219,13 @@ def test_ctrl_c_while_a_fresh_run_compiles_claims_nothing_kept(tmp_path, cache):
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=_env(cache))
     try:
-        err = ""
+        err = ""  # "compiling ..." ends its line only once the compile is done
         deadline = time.monotonic() + 240
         while "compiling" not in err and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
+            c = proc.stderr.read(1)
+            if not c:
                 break
-            err += line
+            err += c
         assert "compiling" in err, err
         proc.send_signal(signal.SIGINT)
         rest = proc.stderr.read()
