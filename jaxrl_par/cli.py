@@ -904,13 +904,6 @@ def main(argv: list[str] | None = None) -> int:
         # ends the command with its code, as a scheduler that sent it expects.
         interrupt.raise_pending()
         return code
-    except Exception as e:  # one line for what a user can fix; a traceback for a bug
-        line = failures.user_error(e, log_dir)
-        if line is None:
-            print(failures.bug_report(e), file=sys.stderr)
-            return 1
-        print(f"jaxrl-par: error: {' '.join(line.split())}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by Ctrl-C{kept}", file=sys.stderr)
@@ -922,6 +915,13 @@ def main(argv: list[str] | None = None) -> int:
         interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by SIGTERM{kept}", file=sys.stderr)
         return 128 + signal.SIGTERM
+    except Exception as e:  # one line for what a user can fix; a traceback for a bug
+        line = failures.user_error(e, log_dir)
+        if line is None:
+            print(failures.bug_report(e), file=sys.stderr)
+            return 1
+        print(f"jaxrl-par: error: {' '.join(line.split())}", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -132,6 +132,10 @@ class Checkpoints:
                 state=ocp.args.PyTreeSave(arrays), meta=ocp.args.JsonSave(record)),
                 force=True)
 
+    def busy(self) -> bool:
+        """Whether a background write is still in flight."""
+        return self._manager is not None and self._manager.is_saving_in_progress()
+
     def wait(self) -> None:
         """Returns once every write in flight is complete."""
         if self._manager is not None:

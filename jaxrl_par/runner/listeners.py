@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from jaxrl_par.algos import hyper
@@ -234,22 +235,42 @@ class ReplicaCheck(Listener):
 class CheckpointSaver(Listener):
     """Saves the state after every chunk as the checkpoint of its updates done
     (:class:`jaxrl_par.runner.checkpoints.Checkpoints`, orbax: in the background, the
-    last few kept; every process writes its own shards), with ``meta`` beside it; the
-    writes in flight are waited for when the loop ends.
+    last few kept; every process writes its own shards), with ``meta`` beside it.
+
+    With ``skip_busy`` (one process), a chunk that ends while the previous checkpoint is
+    still being written is not saved then, so training never waits for the disk; the
+    last chunk's state is saved when the loop ends, however it ends (a finished run,
+    Ctrl-C, SIGTERM, an exception after the chunk), and the writes in flight are waited
+    for.
 
     Args:
       store: where the checkpoints go.
       meta: what each checkpoint records beside the updates done (seeds, layout, config).
+      skip_busy: skip a save while one is in flight (not on several processes, which
+        must all save the same chunks).
     """
 
-    def __init__(self, store: checkpoints.Checkpoints, meta: dict):
-        self.store, self.meta = store, meta
+    def __init__(self, store: checkpoints.Checkpoints, meta: dict, skip_busy: bool = False):
+        self.store, self.meta, self.skip_busy = store, meta, skip_busy
+        self.unsaved: Chunk | None = None
 
     def on_chunk(self, chunk: Chunk) -> None:
+        if self.skip_busy and not chunk.last and self.store.busy():
+            self.unsaved = chunk
+            return
+        self.unsaved = None
         self.store.save(chunk.end, chunk.state, self.meta)
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            chunk, self.unsaved = self.unsaved, None
+            if chunk is not None and not any(
+                    getattr(x, "is_deleted", lambda: False)()
+                    for x in jax.tree.leaves(chunk.state)):  # not donated to a chunk since
+                self.store.wait()
+                self.store.save(chunk.end, chunk.state, self.meta)
+        finally:
+            self.store.close()
 
 
 class ProgressBar(Listener):

@@ -441,7 +441,8 @@ def train(
         chain.append(listeners_lib.CheckpointSaver(
             checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
                                     keep=keep_checkpoints),
-            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra}))
+            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
+            skip_busy=jax.process_count() == 1))
     if show:
         chain.append(listeners_lib.ProgressBar(num_updates, algo.env_steps_per_update, done))
     if callback is not None:
