@@ -68,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--log-dir", default=None,
                    help="write config.json, metrics.jsonl and orbax checkpoints "
                         "(checkpoints/<updates done>/, the last 2 kept)")
+    t.add_argument("--checkpoint-seconds", type=float, default=30.0, metavar="S",
+                   help="the least time between two checkpoints, written in the background "
+                        "(default 30; 0: after every chunk); the last chunk is always saved "
+                        "when the run ends or stops (Ctrl-C, SIGTERM, --time-limit)")
     t.add_argument("--resume", action="store_true",
                    help="continue from --log-dir's newest readable checkpoint, with the "
                         "run's settings; a larger --total-timesteps continues it to the new "
@@ -558,7 +562,9 @@ def cmd_train(args) -> int:
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
                    pbt=pbt, listeners=loggers, max_chunk_seconds=args.max_chunk_seconds or None,
-                   time_limit=args.time_limit, **mesh_kw, **during)
+                   time_limit=args.time_limit,
+                   checkpoint_seconds=args.checkpoint_seconds or None,
+                   **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel

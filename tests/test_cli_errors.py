@@ -20,7 +20,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["train", "ppo", "--env", "CartPole-v1", "--total-timesteps", "256", "--set",
         "num_envs=4", "--set", "num_steps=16", "--set", "num_minibatches=2", "--set",
-        "update_epochs=1", "--chunks", "4", "--no-progress"]  # 4 updates, one per chunk
+        "update_epochs=1", "--chunks", "4", "--checkpoint-seconds", "0",
+        "--no-progress"]  # 4 updates, one per chunk, each checkpointed
 
 
 def _env(cache: str) -> dict:

@@ -32,9 +32,10 @@ import numpy as np
 from jaxrl_par.parallel.packing import is_key
 from jaxrl_par.runner.records import CHECKPOINTS as DIRECTORY  # inside a log dir
 
-__all__ = ["DEFAULT_KEEP", "DIRECTORY", "Checkpoints", "Restored", "Unreadable", "is_key",
-           "leaf_names"]
+__all__ = ["DEFAULT_KEEP", "DEFAULT_SECONDS", "DIRECTORY", "Checkpoints", "Restored",
+           "Unreadable", "is_key", "leaf_names"]
 DEFAULT_KEEP = 2
+DEFAULT_SECONDS = 30.0  # train's least time between two checkpoints
 
 
 class Unreadable(ValueError):

@@ -233,43 +233,52 @@ class ReplicaCheck(Listener):
 
 
 class CheckpointSaver(Listener):
-    """Saves the state after every chunk as the checkpoint of its updates done
+    """Saves the state as the checkpoint of its updates done
     (:class:`jaxrl_par.runner.checkpoints.Checkpoints`, orbax: in the background, the
     last few kept; every process writes its own shards), with ``meta`` beside it.
 
-    With ``skip_busy`` (one process), a chunk that ends while the previous checkpoint is
-    still being written is not saved then, so training never waits for the disk; the
-    last chunk's state is saved when the loop ends, however it ends (a finished run,
-    Ctrl-C, SIGTERM, an exception after the chunk), and the writes in flight are waited
-    for.
+    With ``every_seconds`` (one process), a chunk is saved when that long has passed
+    since the last save began and no save is still in flight, so training neither waits
+    for the disk nor shares it with a write after every short chunk; the last chunk the
+    loop ran is saved when the loop ends, however it ends (a finished run, Ctrl-C,
+    SIGTERM, an exception after the chunk), and the writes in flight are waited for. A
+    process killed outright loses at most the chunks since the last save.
 
     Args:
       store: where the checkpoints go.
       meta: what each checkpoint records beside the updates done (seeds, layout, config).
-      skip_busy: skip a save while one is in flight (not on several processes, which
-        must all save the same chunks).
+      every_seconds: the least time between two saves, or None to save every chunk
+        (several processes, which must all save the same chunks, always do).
     """
 
-    def __init__(self, store: checkpoints.Checkpoints, meta: dict, skip_busy: bool = False):
-        self.store, self.meta, self.skip_busy = store, meta, skip_busy
+    def __init__(self, store: checkpoints.Checkpoints, meta: dict,
+                 every_seconds: float | None = None):
+        self.store, self.meta, self.every = store, meta, every_seconds
         self.unsaved: Chunk | None = None
+        self.last_save = time.perf_counter()
 
     def on_chunk(self, chunk: Chunk) -> None:
-        if self.skip_busy and not chunk.last and self.store.busy():
+        if self.every is not None and not chunk.last and (
+                self.store.busy() or time.perf_counter() - self.last_save < self.every):
             self.unsaved = chunk
             return
+        self._save(chunk)
+
+    def _save(self, chunk: Chunk) -> None:
         self.unsaved = None
+        self.last_save = time.perf_counter()
         self.store.save(chunk.end, chunk.state, self.meta)
 
     def close(self) -> None:
         try:
-            chunk, self.unsaved = self.unsaved, None
+            chunk = self.unsaved
             if chunk is not None and not any(
                     getattr(x, "is_deleted", lambda: False)()
                     for x in jax.tree.leaves(chunk.state)):  # not donated to a chunk since
                 self.store.wait()
-                self.store.save(chunk.end, chunk.state, self.meta)
+                self._save(chunk)
         finally:
+            self.unsaved = None
             self.store.close()
 
 

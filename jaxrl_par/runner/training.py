@@ -255,6 +255,7 @@ def train(
     eval_envs: int = 0,
     eval_every: int = 1,
     keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
+    checkpoint_seconds: float | None = checkpoints.DEFAULT_SECONDS,
     listeners: Sequence[listeners_lib.Listener] = (),
     max_chunk_seconds: float | None = loop.MAX_CHUNK_SECONDS,
     time_limit: float | None = None,
@@ -266,8 +267,8 @@ def train(
       seeds: an int, a list of ints, or ``[S]`` PRNG keys; seeds are vmapped.
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
-        and, after every chunk, an orbax checkpoint of the whole state in
-        ``checkpoints/<updates done>/`` (:mod:`jaxrl_par.runner.checkpoints`). One run
+        and orbax checkpoints of the whole state in ``checkpoints/<updates done>/``
+        (:mod:`jaxrl_par.runner.checkpoints`; see ``checkpoint_seconds``). One run
         at a time: a log dir that another process is training in is an error
         (:mod:`jaxrl_par.runner.lockfile`).
       resume: continue from ``log_dir``'s newest readable checkpoint (needs ``log_dir``;
@@ -327,6 +328,10 @@ def train(
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
       eval_every: chunks between evaluations.
       keep_checkpoints: how many of the newest checkpoints a ``log_dir`` keeps.
+      checkpoint_seconds: the least time between two checkpoints (one is written in
+        the background after a chunk once this long has passed and the last write is
+        done; the last chunk's state is always saved when the run ends or stops);
+        None saves every chunk, as runs on several processes always do.
       listeners: more listeners of the chunk loop (:mod:`jaxrl_par.runner.listeners`),
         e.g. the loggers of :mod:`jaxrl_par.runner.loggers`; they hear every chunk
         after its rows are complete and logged, and are closed when the loop ends.
@@ -442,7 +447,7 @@ def train(
             checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
                                     keep=keep_checkpoints),
             {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
-            skip_busy=jax.process_count() == 1))
+            every_seconds=checkpoint_seconds if jax.process_count() == 1 else None))
     if show:
         chain.append(listeners_lib.ProgressBar(num_updates, algo.env_steps_per_update, done))
     if callback is not None:
