@@ -4,6 +4,7 @@ chunk), the two interleaved (A B A B ...) on the same compiled programs.
 
     python benchmarks/checkpoint.py                       # 3 repeats, 20 chunks
     python benchmarks/checkpoint.py --repeats 5 --total-timesteps 400000
+    python benchmarks/checkpoint.py --checkpoint-seconds 0   # a checkpoint every chunk
 
 The figure is the median training time (``TrainResult.train_seconds``: the chunk loop,
 compile excluded) of each case and their ratio; the target is a ratio <= 1.05. Writes
@@ -34,6 +35,8 @@ def main() -> None:
     p.add_argument("--total-timesteps", type=int, default=200_000)
     p.add_argument("--chunks", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--checkpoint-seconds", type=float, default=30.0,
+                   help="train's checkpoint_seconds (0: a checkpoint after every chunk)")
     p.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"
                                         / "checkpoint.json"))
     args = p.parse_args()
@@ -49,7 +52,8 @@ def main() -> None:
             plain = train(algo, [0], num_chunks=args.chunks, progress=False)
             times["no log dir"].append(plain.train_seconds)
             logged = train(algo, [0], num_chunks=args.chunks, progress=False,
-                           log_dir=f"{scratch}/run{r}")
+                           log_dir=f"{scratch}/run{r}",
+                           checkpoint_seconds=args.checkpoint_seconds or None)
             times["log dir (orbax)"].append(logged.train_seconds)
             shutil.rmtree(f"{scratch}/run{r}")
     finally:
@@ -58,7 +62,8 @@ def main() -> None:
     ratio = med["log dir (orbax)"] / med["no log dir"]
     print(f"DQN CartPole-v1, replay {args.buffer_size:,} transitions (state "
           f"{memory.format_bytes(state_bytes)}), {args.total_timesteps:,} steps in "
-          f"{args.chunks} chunks, median of {args.repeats}:")
+          f"{args.chunks} chunks, checkpoint_seconds {args.checkpoint_seconds:g}, median of "
+          f"{args.repeats}:")
     print(f"{'case':<18}{'train s':>10}   runs")
     for k, v in times.items():
         print(f"{k:<18}{med[k]:>10.2f}   {', '.join(f'{x:.2f}' for x in v)}")
@@ -68,6 +73,7 @@ def main() -> None:
               "cpu": platform.processor(), "backend": jax.default_backend(),
               "buffer_size": args.buffer_size, "state_bytes": state_bytes,
               "total_timesteps": args.total_timesteps, "chunks": args.chunks,
+              "checkpoint_seconds": args.checkpoint_seconds,
               "repeats": args.repeats, "train_seconds": times, "median": med,
               "ratio": ratio}
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
