@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# DQN with a replay: 60 updates in chunks of 3 (20 checkpoints of the whole state).
-RUN = ["train", "dqn", "--env", "CartPole-v1", "--total-timesteps", "6000", "--set",
+# DQN with a replay: 200 updates in chunks of 5, a checkpoint of the whole state after
+# every chunk (written in the background, so kills land during writes too).
+RUN = ["train", "dqn", "--env", "CartPole-v1", "--total-timesteps", "20000", "--set",
        "num_envs=10", "--set", "num_steps=10", "--set", "buffer_size=20000", "--set",
-       "learning_starts=500", "--chunks", "20", "--no-progress"]
+       "learning_starts=500", "--chunks", "40", "--checkpoint-seconds", "0",
+       "--no-progress"]
 KILLS = 20
 
 
@@ -61,7 +63,7 @@ def test_twenty_random_kills_then_resume_end_as_never_killed(tmp_path):
     for _ in range(KILLS):
         resume = _has_checkpoint(log)
         proc = _cli([*RUN, "--log-dir", log, *(["--resume"] if resume else [])], cache)
-        time.sleep(rng.uniform(0.5, 20.0))
+        time.sleep(rng.uniform(3.0, 40.0))  # start-up, compile, training
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
         assert "is damaged" not in err and "Traceback" not in err, err[-3000:]
@@ -78,7 +80,7 @@ def test_twenty_random_kills_then_resume_end_as_never_killed(tmp_path):
     assert got == want
     done, params = _final_state(log)
     ref_done, ref_params = _final_state(reference)
-    assert done == ref_done == 60
+    assert done == ref_done == 200
     for a, b in zip(params, ref_params, strict=True):
         np.testing.assert_array_equal(a, b)
     # Some kills landed after a checkpoint (those starts resumed), some before the first.
