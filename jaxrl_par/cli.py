@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 from jaxrl_par import (
     algos,  # no gymnax here: hosts must join before it is imported
     cli_use,
+    failures,
     platform,
 )
 from jaxrl_par.algos.config import apply_overrides
@@ -96,9 +98,33 @@ def _parser() -> argparse.ArgumentParser:
                    help="population based training over the --sweep lanes: every K updates "
                         "the worst quarter copies the best quarter's states and perturbs "
                         "their values (x0.8 or x1.25); the table then shows final values")
-    t.add_argument("--log-dir", default=None, help="write config.json, metrics.jsonl, checkpoint")
-    t.add_argument("--resume", action="store_true", help="continue from --log-dir's checkpoint")
+    t.add_argument("--log-dir", default=None,
+                   help="write config.json, metrics.jsonl and orbax checkpoints "
+                        "(checkpoints/<updates done>/, the last 2 kept)")
+    t.add_argument("--checkpoint-seconds", type=float, default=30.0, metavar="S",
+                   help="the least time between two checkpoints, written in the background "
+                        "(default 30; 0: after every chunk); the last chunk is always saved "
+                        "when the run ends or stops (Ctrl-C, SIGTERM, --time-limit)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from --log-dir's newest readable checkpoint, with the "
+                        "run's settings; a larger --total-timesteps continues it to the new "
+                        "total, its schedules (learning-rate annealing, epsilon decay) "
+                        "re-stretched over the new total from the resumed update on")
+    t.add_argument("--logger", dest="loggers", action="append", default=[],
+                   choices=("tensorboard", "wandb"),
+                   help="also log every update's scalars (per seed and their mean, against "
+                        "env steps) to TensorBoard (in --log-dir/tensorboard; pip install "
+                        "'jaxrl_par[tensorboard]') or W&B (offline unless $WANDB_MODE says "
+                        "otherwise; pip install 'jaxrl_par[wandb]'); repeatable")
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
+    t.add_argument("--max-chunk-seconds", type=float, default=10.0, metavar="S",
+                   help="a chunk that takes longer is followed by shorter ones, so Ctrl-C "
+                        "or SIGTERM (30 s before SIGKILL under SLURM and Kubernetes) stops "
+                        "with a checkpoint in time (default 10; 0: chunks as --chunks says)")
+    t.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop, logged and checkpointed, before a chunk that would end past "
+                        "S seconds of training (e.g. a job's time limit less a margin); "
+                        "--resume continues")
     t.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="after training, play one greedy episode in each of N envs per seed "
                         "and report greedy_return (training returns are the exploring "
@@ -199,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--cpu-threads", default="auto", metavar="auto|default|N",
                    help=CPU_THREADS_HELP)
     ev = sub.add_parser("eval", help="greedy return of a run trained with --log-dir")
-    ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoint.npz)")
+    ev.add_argument("log_dir", nargs="?", help="the run's --log-dir (holds checkpoints/)")
     ev.add_argument("--log-dir", dest="log_dir_option", metavar="LOG_DIR",
                     help="the same, as train spells it")
     ev.add_argument("--eval-envs", type=int, default=8, metavar="N",
@@ -577,9 +603,18 @@ def cmd_train(args) -> int:
         pbt = PBT(interval=args.pbt)
     during = ({"eval_envs": args.eval_envs, "eval_every": args.eval_every}
               if args.eval_every is not None else {})
+    loggers = []
+    if args.loggers and jax.process_index() == 0:  # only process 0 logs
+        from jaxrl_par.runner import loggers as loggers_lib
+        from jaxrl_par.runner.records import config_record
+
+        loggers = loggers_lib.from_names(args.loggers, args.log_dir, config_record(algo))
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, **mesh_kw, **during)
+                   pbt=pbt, listeners=loggers, max_chunk_seconds=args.max_chunk_seconds or None,
+                   time_limit=args.time_limit,
+                   checkpoint_seconds=args.checkpoint_seconds or None,
+                   **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -617,7 +652,8 @@ def cmd_train(args) -> int:
         summary["already_finished"] = True
     if result.interrupted:
         summary["interrupted"] = True
-        summary["stop_signal"] = stop_signal.name
+        summary["stop_signal"] = (stop_signal.name if result.stop_signal is not None
+                                  else "time_limit")
     greedy = ""
     if args.eval_envs:
         from jaxrl_par.runner.evaluation import greedy_returns
@@ -651,6 +687,12 @@ def cmd_train(args) -> int:
             np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
     if args.json:
         print(json.dumps(summary))
+    if result.interrupted and result.stop_signal is None:  # --time-limit
+        print("jaxrl-par: stopped at --time-limit; "
+              + ("the same command with --resume continues from the checkpoint"
+                 if args.log_dir else "give --log-dir to be able to resume a run"),
+              file=sys.stderr)
+        return 0
     if result.interrupted:
         print("jaxrl-par: interrupted; "
               + ("the same command with --resume continues from the checkpoint"
@@ -869,6 +911,21 @@ def _env_details(env_id: str) -> str:
     return f"{actions}; obs {env.observation_shape} {env.obs_dtype}; {trainable}"
 
 
+def _kept(log_dir: str | None) -> str:
+    """What a stop before training says of ``log_dir``: that what it held is kept, where
+    it held something (a run to resume, or other files); nothing for a new one."""
+    from jaxrl_par.runner import records
+
+    if not log_dir or not os.path.isdir(log_dir):
+        return ""
+    saved = os.path.join(log_dir, records.CHECKPOINTS)
+    if os.path.isdir(saved) and os.listdir(saved):
+        return (f"; what {log_dir} held before is kept (--resume continues from its last "
+                "checkpoint)")
+    held = [f for f in os.listdir(log_dir) if f != ".lock"]
+    return f"; what {log_dir} held before is kept" if held else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit code.
 
@@ -881,6 +938,9 @@ def main(argv: list[str] | None = None) -> int:
     again.
     """
     args = _parser().parse_args(argv)
+    # orbax logs a failed background write's traceback through absl before it raises
+    # the error here; the command says it in one line instead.
+    logging.getLogger("absl").setLevel(logging.CRITICAL)
     previous = None
     # Not on several hosts: there GracefulStop is off too, and SIGTERM keeps its default
     # (the process ends at once, not after the compiled call in flight).
@@ -893,8 +953,7 @@ def main(argv: list[str] | None = None) -> int:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             previous_int = signal.signal(signal.SIGINT, interrupt.raise_interrupt)
     log_dir = getattr(args, "log_dir", None) if args.command == "train" else None
-    kept = (f"; what {log_dir} held before is kept (--resume continues from its last "
-            "checkpoint)" if log_dir else "")
+    kept = _kept(log_dir)
     commands = {"train": cmd_train, "eval": cmd_eval, "compare": cmd_compare,
                 **cli_use.COMMANDS}
     try:
@@ -904,9 +963,6 @@ def main(argv: list[str] | None = None) -> int:
         # ends the command with its code, as a scheduler that sent it expects.
         interrupt.raise_pending()
         return code
-    except (ValueError, FloatingPointError, FileNotFoundError) as e:
-        print(f"jaxrl-par: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by Ctrl-C{kept}", file=sys.stderr)
@@ -918,6 +974,13 @@ def main(argv: list[str] | None = None) -> int:
         interrupt.forget_pending()
         print(f"\njaxrl-par: stopped by SIGTERM{kept}", file=sys.stderr)
         return 128 + signal.SIGTERM
+    except Exception as e:  # one line for what a user can fix; a traceback for a bug
+        line = failures.user_error(e, log_dir)
+        if line is None:
+            print(failures.bug_report(e), file=sys.stderr)
+            return 1
+        print(f"jaxrl-par: error: {' '.join(line.split())}", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -10,7 +10,7 @@ import pytest
 
 from jaxrl_par.algos import a2c, a3c, ppo
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner import checkpoints
 from jaxrl_par.runner.training import train
 
 TINY = {"num_workers": 3, "num_envs": 2, "num_steps": 4, "total_timesteps": 3 * 2 * 4 * 10,
@@ -18,7 +18,7 @@ TINY = {"num_workers": 3, "num_envs": 2, "num_steps": 4, "total_timesteps": 3 * 
 
 
 def _leaves(tree):
-    return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+    return [np.asarray(jax.random.key_data(x) if checkpoints.is_key(x) else x)
             for x in jax.tree.leaves(tree)]
 
 

@@ -15,7 +15,7 @@ from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import checkpoint, interrupt
+from jaxrl_par.runner import checkpoints, interrupt
 from jaxrl_par.runner.evaluation import greedy_returns
 from jaxrl_par.runner.runs import config_from_record, load_run, read_metrics
 
@@ -54,7 +54,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert summary["seeds"] == 2 and summary["env_steps"] == 20480
     assert summary["final_return"] > 9.0  # CartPole returns are at least ~9 steps
     assert summary["steps_per_second"] > 0 and summary["compile_seconds"] > 0
-    assert {"config.json", "metrics.jsonl", "checkpoint.npz"} <= set(os.listdir(log))
+    assert {"config.json", "metrics.jsonl", "checkpoints"} <= set(os.listdir(log))
     rows = (log / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 20480 // (8 * 32)
     assert len(json.loads(rows[-1])["episode_return"]) == 2
@@ -66,7 +66,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
                                          "num_envs=8", "num_steps=32", "num_minibatches=2"])
     algo = ppo.make(cfg)
     template = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 2))
-    state, _ = checkpoint.load(str(log / "checkpoint.npz"), template)
+    state = checkpoints.Checkpoints(str(log / "checkpoints")).restore(template).state
     greedy = greedy_returns(algo, state, num_envs=4)
     assert summary["greedy_return"] == pytest.approx(float(np.mean(greedy)), rel=1e-6)
     assert summary["greedy_return_std"] == pytest.approx(float(np.std(greedy)), rel=1e-6,
@@ -79,7 +79,7 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert run.algo.config == cfg  # hidden_sizes back as a tuple, every field equal
     def same(a, b):
         np.testing.assert_array_equal(
-            *(jax.random.key_data(x) if checkpoint.is_key(x) else x for x in (a, b)))
+            *(jax.random.key_data(x) if checkpoints.is_key(x) else x for x in (a, b)))
 
     jax.tree.map(same, run.state, state)
     assert main(["eval", str(log), "--eval-envs", "4", "--json", "--no-compile-cache"]) == 0
@@ -89,8 +89,15 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     assert (evaluated["updates_done"], evaluated["num_updates"]) == (80, 80)
 
 
+def _save(log_dir, state, meta) -> None:
+    """Writes ``state`` as the checkpoint of a run in ``log_dir`` after 1 update."""
+    store = checkpoints.Checkpoints(str(log_dir / "checkpoints"))
+    store.save(1, state, meta)
+    store.close()
+
+
 def test_load_run_errors_name_the_problem(tmp_path):
-    with pytest.raises(FileNotFoundError, match="checkpoint.npz does not exist"):
+    with pytest.raises(FileNotFoundError, match="checkpoints holds no checkpoint"):
         load_run(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="metrics.jsonl does not exist"):
         read_metrics(str(tmp_path))
@@ -115,9 +122,8 @@ def test_load_run_errors_name_the_problem(tmp_path):
                                total_timesteps=64))
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 1))
     wrong = jax.tree.map(lambda x: jax.numpy.stack([x, x, x], axis=-1), state)
-    checkpoint.save(str(tmp_path / "checkpoint.npz"), wrong,
-                    {"updates_done": 1, "seeds": [0], "config": config_record(algo)})
-    with pytest.raises(ValueError, match="leaf 0 has shape"):
+    _save(tmp_path, wrong, {"seeds": [0], "config": config_record(algo)})
+    with pytest.raises(ValueError, match=r"leaf \S+ has shape"):
         load_run(str(tmp_path))
 
 
@@ -130,18 +136,17 @@ def test_load_run_checks_memory_before_reading(tmp_path, monkeypatch):
     algo = ppo.make(ppo.Config(num_envs=4, num_steps=8, num_minibatches=2,
                                total_timesteps=64))
     state = jax.vmap(algo.init)(jax.random.split(jax.random.key(3), 2))
-    checkpoint.save(str(tmp_path / "checkpoint.npz"), state,
-                    {"updates_done": 1, "seeds": [0, 1], "config": config_record(algo)})
+    _save(tmp_path, state, {"seeds": [0, 1], "config": config_record(algo)})
     run = load_run(str(tmp_path))
     for a, b in zip(jax.tree.leaves(run.state), jax.tree.leaves(state), strict=True):
         assert a.dtype == b.dtype
-        if checkpoint.is_key(a):
+        if checkpoints.is_key(a):
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_array_equal(a, b)
     real = memory.check_fits
     monkeypatch.setattr(memory, "check_fits",
                         lambda *a, **k: real(*a, **k, free=lambda device: 1000))
-    with pytest.raises(ValueError, match=r"the state saved in .*checkpoint\.npz needs .* but "
+    with pytest.raises(ValueError, match=r"the state saved in .*checkpoints needs .* but "
                        r"1000 bytes is free there.*Load it where more memory is free"):
         load_run(str(tmp_path))
 
@@ -187,7 +192,8 @@ def test_cli_list(capsys, monkeypatch):
     (["train", "ppo", "--eval-envs", "-1"], "--eval-envs=-1: give a number of envs >= 1"),
     (["train", "ppo", "--seeds", "0"], "--seeds=0: give the number of seeds to train, >= 1"),
     (["train", "ppo", "--chunks", "0"], "--chunks=0: give the number of host round-trips"),
-    (["eval", "--log-dir", "nowhere"], "nowhere/checkpoint.npz does not exist"),  # train's spelling
+    (["eval", "--log-dir", "nowhere"],  # train's spelling
+     "nowhere/checkpoints holds no checkpoint"),
     (["eval"], "no log dir: give the run's --log-dir"),
     (["eval", "a", "--log-dir", "b"], "two log dirs given (a and --log-dir b)"),
 ])

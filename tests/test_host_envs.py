@@ -9,7 +9,7 @@ import pytest
 from jaxrl_par.algos import a3c
 from jaxrl_par.envs import host
 from jaxrl_par.parallel.async_workers import AsyncWorkers
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner import checkpoints
 from jaxrl_par.runner.evaluation import greedy_returns
 from jaxrl_par.runner.training import train
 
@@ -157,7 +157,7 @@ def test_round_robin_on_host_envs_is_reproducible():
                   async_workers=AsyncWorkers(algo, schedule="round_robin"))
             for seeds in ([0], [0], [1])]
     def leaves(r):
-        return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+        return [np.asarray(jax.random.key_data(x) if checkpoints.is_key(x) else x)
                             for x in jax.tree.leaves(r.state)]
     for a, b in zip(leaves(runs[0]), leaves(runs[1]), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -211,7 +211,7 @@ def test_impala_actors_on_host_envs_beside_the_learner():
     lags = runs[0].metrics["policy_lag"][0]
     np.testing.assert_array_equal(lags, [0.5] + [2.5] * (len(lags) - 1))
     def leaves(r):
-        return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+        return [np.asarray(jax.random.key_data(x) if checkpoints.is_key(x) else x)
                             for x in jax.tree.leaves(r.state)]
     for a, b in zip(leaves(runs[0]), leaves(runs[1]), strict=True):
         np.testing.assert_array_equal(a, b)

@@ -64,9 +64,13 @@ def test_two_process_ppo_matches_single_process(tmp_path):
     assert got["loss"].shape[0] == 2 and not np.allclose(got["loss"][0], got["loss"][1])
     with open(tmp_path / "logs" / "config.json") as f:
         assert json.load(f)["hparams"] == {"learning_rate": [2.5e-4, 1e-3]}
-    # Only process 0 writes logs and checkpoints, and holds the log dir's lock.
-    assert sorted(os.listdir(tmp_path / "logs")) == [".lock", "checkpoint.npz", "config.json",
+    # Only process 0 writes logs and holds the log dir's lock; each process writes its
+    # own shards of the checkpoints (orbax), and the last two are kept.
+    assert sorted(os.listdir(tmp_path / "logs")) == [".lock", "checkpoints", "config.json",
                                                       "metrics.jsonl"]
+    assert sorted(os.listdir(tmp_path / "logs" / "checkpoints")) == ["1", "2"]
+    state_files = os.listdir(tmp_path / "logs" / "checkpoints" / "2" / "state")
+    assert {"ocdbt.process_0", "ocdbt.process_1"} <= set(state_files)
     assert (tmp_path / "logs" / ".lock").read_text().count("pid ") == 1
 
 

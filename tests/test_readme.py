@@ -126,7 +126,7 @@ def test_readme_python_example(tmp_path, monkeypatch):
     assert updates == 6
     assert result.env_steps.shape == (updates,) and result.returns.shape == (4, updates)
     assert result.seeds == [4, 5, 6, 7] and run.seeds == [4, 5, 6, 7]
-    assert {"checkpoint.npz", "config.json", "metrics.jsonl"} <= set(os.listdir("runs/cartpole"))
+    assert {"checkpoints", "config.json", "metrics.jsonl"} <= set(os.listdir("runs/cartpole"))
     for a, b in zip(jax.tree.leaves(run.state.params), jax.tree.leaves(result.state.params),
                     strict=True):
         assert a.shape[0] == 4

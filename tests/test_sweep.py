@@ -10,7 +10,7 @@ from killed import train_killed_after
 
 from jaxrl_par.algos import a3c, apex, dqn, gorila, hyper, impala, ppo, sac, td3
 from jaxrl_par.cli import main
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner import checkpoints
 from jaxrl_par.runner.training import train
 
 PPO_TINY = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2,
@@ -44,7 +44,7 @@ def _assert_lanes_equal(sweep, run, lane: int, name: str = "") -> None:
     test_train.test_seeds_vmapped_equal_single_runs.)"""
     for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(sweep.state.replace(hparams=None)),
                             jax.tree.leaves(run.state.replace(hparams=None)), strict=True):
-        if checkpoint.is_key(x):
+        if checkpoints.is_key(x):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x)[lane], np.asarray(y)[lane],
                                       err_msg=f"{name} lane {lane} {path}")

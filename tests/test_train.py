@@ -14,7 +14,7 @@ from dropped import HANDLERS, drop_signal
 from killed import train_killed_after
 
 from jaxrl_par.algos import ppo
-from jaxrl_par.runner import checkpoint, interrupt, memory, records
+from jaxrl_par.runner import checkpoints, interrupt, memory, records
 from jaxrl_par.runner.lockfile import LogDirLock
 from jaxrl_par.runner.training import choose_chunk, make_chunk_fn, train
 
@@ -320,8 +320,8 @@ def test_second_ctrl_c_raises_at_once(python_sigint_handler):
 
 
 def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
-    """A checkpoint continues only the run that wrote it: another config (a longer run,
-    whose learning-rate schedule differs, or a changed field) or other seeds is an error
+    """A checkpoint continues only the run that wrote it: another config (a shorter run,
+    or a changed field) or other seeds is an error
     naming what differs, raised before anything compiles; so are a fresh run into a log
     dir that holds one and a resume without a log dir."""
     log = str(tmp_path / "run")
@@ -334,11 +334,13 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
     longer = dataclasses.replace(TOY, total_timesteps=2 * TOY.total_timesteps,
                                  learning_rate=0.1)
     config_json = re.escape(os.path.join(log, "config.json"))
-    with pytest.raises(ValueError, match=r"learning_rate=0.05 there, 0.1 now; "
-                                         r"total_timesteps=368 there, 736 now\): resume "
+    with pytest.raises(ValueError, match=r"learning_rate=0.05 there, 0.1 now\): resume "
                                          rf"with the run's settings \({config_json}; the "
                                          rf"CLI takes them as --config {config_json}\)"):
         train(toy_algo.make(longer), [0, 1], log_dir=log, resume=True, progress=False)
+    shorter = dataclasses.replace(TOY, total_timesteps=TOY.total_timesteps // 2)
+    with pytest.raises(ValueError, match=r"total_timesteps=368 there, 184 now"):
+        train(toy_algo.make(shorter), [0, 1], log_dir=log, resume=True, progress=False)
     with pytest.raises(ValueError, match=r"holds seeds \[0, 1\], this run asks for \[0, 2\]"):
         train(toy_algo.make(TOY), [0, 2], log_dir=log, resume=True, progress=False)
     # The same run again without resume would overwrite the logs and checkpoint: refused.
@@ -359,7 +361,7 @@ def test_resume_refuses_other_settings_before_compiling(tmp_path, monkeypatch):
         assert f.read() == logged
     # A checkpoint from another device layout: only jaxrl_par.algos' algorithms (whose
     # one-device layout is known) can change layout; the toy cannot.
-    _rewrite_meta(os.path.join(log, "checkpoint.npz"), lambda meta: {**meta, "data_shards": 2})
+    _rewrite_meta(log, lambda meta: {**meta, "data_shards": 2})
     with pytest.raises(ValueError, match=r"written on a mesh with 2 data shard\(s\), this run "
                                          r"is on one device \(no mesh\), and only"):
         train(toy_algo.make(TOY), [0, 1], log_dir=log, resume=True, progress=False)
@@ -412,20 +414,21 @@ def test_resume_accepts_a_config_field_added_since_while_it_is_at_its_default():
                                    absent)
 
 
-def _rewrite_meta(path, edit) -> None:
-    """Rewrites the checkpoint at ``path`` with its JSON meta replaced by ``edit(meta)``
-    (the arrays as they are), e.g. to make it look written by another run."""
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    meta = json.loads(bytes(arrays["meta"]).decode())
-    arrays["meta"] = np.frombuffer(json.dumps(edit(meta)).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
+def _rewrite_meta(log, edit) -> None:
+    """Rewrites every checkpoint of the run in ``log`` with its JSON meta replaced by
+    ``edit(meta)`` (the arrays as they are), e.g. to make it look written by another run."""
+    saved = os.path.join(log, "checkpoints")
+    for step in os.listdir(saved):
+        path = os.path.join(saved, step, "meta", "metadata")
+        with open(path) as f:
+            meta = json.load(f)
+        with open(path, "w") as f:
+            json.dump(edit(meta), f)
 
 
 def _as_recorded_before(log, field: str) -> None:
     """Rewrites the run in ``log`` as an older version recorded it: without ``field``."""
-    _rewrite_meta(log / "checkpoint.npz",
+    _rewrite_meta(log,
                   lambda meta: {**meta, "config": {k: v for k, v in meta["config"].items()
                                                    if k != field}})
 
@@ -559,7 +562,7 @@ def test_warmup_updates_skip_the_learning_branch_with_the_same_result(name):
                                   [0] * algo.warmup_updates
                                   + [cfg.gradient_steps_per_update])
     for x, y in zip(jax.tree.leaves(warm.state), jax.tree.leaves(plain.state), strict=True):
-        if checkpoint.is_key(x):
+        if checkpoints.is_key(x):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(x, y)
     for k, v in plain.metrics.items():

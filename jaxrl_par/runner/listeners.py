@@ -6,12 +6,12 @@ that adds metrics or changes the state returns the chunk changed
 (``chunk._replace(rows=..., state=...)``) and the listeners after it hear that one; a
 listener that only reads it returns None. ``close()`` is called once when the loop ends,
 however it ends (a finished run, Ctrl-C, an exception). A logger (TensorBoard, W&B) or
-another checkpoint format (orbax) is one more :class:`Listener` in the list ``train``
+another checkpoint format is one more :class:`Listener` in the list ``train``
 builds; the loop does not change.
 
 ``train`` orders them: :class:`GreedyEvaluation` and :class:`SweepValues` add columns,
 :class:`History` completes and keeps the rows, :class:`MetricsLog` writes them,
-:class:`PBTStep` changes the state, :class:`ReplicaCheck` and :class:`CheckpointWriter`
+:class:`PBTStep` changes the state, :class:`ReplicaCheck` and :class:`CheckpointSaver`
 read the state after that, :class:`ProgressBar` and :class:`Callback` come last.
 """
 
@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.runner import checkpoint, records
+from jaxrl_par.runner import checkpoints, records
 from jaxrl_par.runner import pbt as pbt_lib
 from jaxrl_par.runner.evaluation import greedy_returns
 
@@ -242,26 +243,54 @@ class ReplicaCheck(Listener):
         self.check(chunk.state, where=f"after update {chunk.end}")
 
 
-class CheckpointWriter(Listener):
-    """Saves the state after every chunk to ``path``
-    (:func:`jaxrl_par.runner.checkpoint.save`) with ``{"updates_done": end, **meta}``.
+class CheckpointSaver(Listener):
+    """Saves the state as the checkpoint of its updates done
+    (:class:`jaxrl_par.runner.checkpoints.Checkpoints`, orbax: in the background, the
+    last few kept; every process writes its own shards), with ``meta`` beside it.
+
+    With ``every_seconds`` (one process), a chunk is saved when that long has passed
+    since the last save began and no save is still in flight, so training neither waits
+    for the disk nor shares it with a write after every short chunk; the last chunk the
+    loop ran is saved when the loop ends, however it ends (a finished run, Ctrl-C,
+    SIGTERM, an exception after the chunk), and the writes in flight are waited for. A
+    process killed outright loses at most the chunks since the last save.
 
     Args:
-      path: the checkpoint file, or None in a process that takes part in gathering the
-        state but writes nothing (all but the first).
-      meta: what the checkpoint records beside the updates done (seeds, layout, config).
-      to_host: ``to_host(state) -> state`` on the host, called by every process (a
-        mesh's state); None to save the state as it is.
+      store: where the checkpoints go.
+      meta: what each checkpoint records beside the updates done (seeds, layout, config).
+      every_seconds: the least time between two saves, or None to save every chunk
+        (several processes, which must all save the same chunks, always do).
     """
 
-    def __init__(self, path: str | None, meta: dict,
-                 to_host: Callable[[Any], Any] | None = None):
-        self.path, self.meta, self.to_host = path, meta, to_host
+    def __init__(self, store: checkpoints.Checkpoints, meta: dict,
+                 every_seconds: float | None = None):
+        self.store, self.meta, self.every = store, meta, every_seconds
+        self.unsaved: Chunk | None = None
+        self.last_save = time.perf_counter()
 
     def on_chunk(self, chunk: Chunk) -> None:
-        state = chunk.state if self.to_host is None else self.to_host(chunk.state)
-        if self.path:
-            checkpoint.save(self.path, state, {"updates_done": chunk.end, **self.meta})
+        if self.every is not None and not chunk.last and (
+                self.store.busy() or time.perf_counter() - self.last_save < self.every):
+            self.unsaved = chunk
+            return
+        self._save(chunk)
+
+    def _save(self, chunk: Chunk) -> None:
+        self.unsaved = None
+        self.last_save = time.perf_counter()
+        self.store.save(chunk.end, chunk.state, self.meta)
+
+    def close(self) -> None:
+        try:
+            chunk = self.unsaved
+            if chunk is not None and not any(
+                    getattr(x, "is_deleted", lambda: False)()
+                    for x in jax.tree.leaves(chunk.state)):  # not donated to a chunk since
+                self.store.wait()
+                self._save(chunk)
+        finally:
+            self.unsaved = None
+            self.store.close()
 
 
 class ProgressBar(Listener):

@@ -2,7 +2,7 @@
 
 Two processes given the same ``--log-dir`` (a job submitted twice, a ``--resume`` started
 while the first run still goes) would both append to ``metrics.jsonl`` and overwrite each
-other's ``checkpoint.npz``: the second resumes from a checkpoint that the first is still
+other's checkpoints: the second resumes from a checkpoint that the first is still
 advancing, and the log ends up with every update logged twice. :class:`LogDirLock` makes
 the second one fail at once, before it compiles, with the first one's pid and host.
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par.algos import hyper
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.parallel.packing import is_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def exploit_explore(pbt: PBT, score: np.ndarray, lanes: dict[str, np.ndarray],
 def _gather(state: Any, source: jax.Array, lane: jax.Array) -> Any:
     def take(x):
         y = x[source]
-        if checkpoint.is_key(x):
+        if is_key(x):
             copied = (source != lane).reshape((-1,) + (1,) * (x.ndim - 1))
             folded = jax.vmap(lambda k, i: jax.vmap(jax.random.fold_in, (0, None))(
                 k.reshape(-1), i).reshape(k.shape))(y, lane)

@@ -203,6 +203,24 @@ def _build(algo: Algorithm, keys: jax.Array, runtime: Runtime,
     return jax.block_until_ready(state), compiled
 
 
+def compile_chunk(algo: Algorithm, runtime: Runtime, template: Any, chunk_updates: int
+                  ) -> Callable:
+    """The compiled chunk of ``chunk_updates`` updates for states of ``template``'s
+    shapes and shardings (``jax.ShapeDtypeStruct`` leaves), from the program cache where
+    it holds it: a run whose chunks took too long goes on with shorter ones
+    (:class:`jaxrl_par.runner.loop.Bounds`). Not for a ``runtime.pipeline``, which
+    compiles its own chunks from the state itself."""
+    start = jnp.int32(0)
+    if runtime.sharded:
+        return runtime.factory(algo, chunk_updates, None).lower(template, start).compile()
+    factory = runtime.factory
+    example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), template)
+    return _compile_once(
+        ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
+         algo.warmup_updates, algo.warmup_update, _abstract(template)),
+        lambda *args: factory(algo, chunk_updates, example).lower(*args), template, start)
+
+
 def build(algo: Algorithm, keys: jax.Array, runtime: Runtime, chunk_updates: int, *,
           lanes: Mapping[str, np.ndarray] | None = None, check_memory: bool = True,
           say: bool = False) -> Built:

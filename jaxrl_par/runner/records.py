@@ -2,7 +2,8 @@
 
 ``train(..., log_dir=D)`` writes ``D/config.json`` (the config record, seeds, updates,
 layout), ``D/metrics.jsonl`` (one row per update, every seed's value in a list),
-``D/checkpoint.npz`` (the state and a meta record) and, with PBT, ``D/pbt.jsonl``. This
+``D/checkpoints/`` (orbax checkpoints of the state,
+:mod:`jaxrl_par.runner.checkpoints`) and, with PBT, ``D/pbt.jsonl``. This
 module names those files, makes and reads their records, and holds the checks that a
 log dir may be trained into or resumed. It imports nothing of the runner above it, so
 the training loop and the readers of finished runs (:mod:`jaxrl_par.runner.runs`) share it.
@@ -21,7 +22,7 @@ import numpy as np
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 
-CHECKPOINT = "checkpoint.npz"
+CHECKPOINTS = "checkpoints"  # a directory of orbax checkpoints
 METRICS = "metrics.jsonl"
 SECONDS = "seconds"  # metrics.jsonl: training seconds at each update (one value, all seeds)
 PBT_LOG = "pbt.jsonl"
@@ -30,6 +31,12 @@ CONFIG = "config.json"
 # Config fields that may differ between a run and its resumption: the data axis's name,
 # which follows the device layout (a run can resume on another one).
 RESUMABLE_CHANGES = frozenset({"axis_name"})
+# Config fields that a resumed run may raise: a longer run continues the recorded one.
+# Schedules (learning-rate annealing, epsilon decay, PER's beta) are functions of the
+# config, so they are re-stretched over the new total: from the resumed update on, each
+# follows the schedule of a run started with the new total (a linearly annealed
+# learning rate steps up where the run resumes).
+GROWABLE = frozenset({"total_timesteps"})
 
 
 def jsonable(x: Any) -> Any:
@@ -73,7 +80,8 @@ def absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
 def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
                     absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
-    these seeds and config (checkpoints without a config record are not compared).
+    these seeds and config (checkpoints without a config record are not compared); a
+    ``GROWABLE`` field may be larger now (a longer run continues the recorded one).
 
     A field that the saved record lacks (one added to the config class since) counts as
     unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
@@ -93,6 +101,7 @@ def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
     changed = [f"{k}={saved.get(k)!r} there, {record.get(k)!r} now"
                for k in sorted(set(saved) | set(record))
                if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
+               and not _grown(k, saved.get(k), record.get(k))
                and not (k not in saved and (k in legacy
                                             or record.get(k) == defaults.get(k, missing)))]
     if changed:
@@ -102,18 +111,25 @@ def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
                          f"them as --config {config_json}), or give a new log dir")
 
 
+def _grown(field: str, before: Any, now: Any) -> bool:
+    """Whether ``field`` went from ``before`` to a larger ``now`` and may (``GROWABLE``)."""
+    return (field in GROWABLE and isinstance(before, int) and isinstance(now, int)
+            and now > before)
+
+
 def check_log_dir(log_dir: str | None, resume: bool) -> None:
     """Raises ``ValueError`` when ``resume`` has no log dir, or when a fresh run would
-    overwrite a log dir that holds a run (a checkpoint or logged updates)."""
+    overwrite a log dir that holds a run (a checkpoint). A log dir whose run was killed
+    before its first checkpoint holds nothing to continue: a fresh run starts there anew
+    (its ``metrics.jsonl`` rows, which a resume would drop too, are rewritten)."""
     if resume and not log_dir:
         raise ValueError("resume=True needs the log_dir of the run to continue "
                          "(--resume with --log-dir DIR)")
     if not log_dir or resume:
         return
-    metrics = os.path.join(log_dir, METRICS)
-    if (os.path.exists(os.path.join(log_dir, CHECKPOINT))
-            or (os.path.exists(metrics) and os.path.getsize(metrics) > 0)):
-        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINT}, {METRICS}); "
+    saved = os.path.join(log_dir, CHECKPOINTS)
+    if os.path.isdir(saved) and any(d.isdigit() for d in os.listdir(saved)):
+        raise ValueError(f"log dir {log_dir} already holds a run ({CHECKPOINTS}/, {METRICS}); "
                          "continue it with resume=True (--resume), or give another log dir "
                          "(or delete this one) to start anew")
 

@@ -22,12 +22,12 @@ import numpy as np
 from jaxrl_par import algos, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.runner import checkpoint, memory
+from jaxrl_par.runner import checkpoints, memory
 from jaxrl_par.runner.layouts import one_device_leaf
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.programs import seed_keys
 from jaxrl_par.runner.records import (
-    CHECKPOINT,
+    CHECKPOINTS,
     METRICS,
     legacy_values,
     metrics_columns,
@@ -128,7 +128,7 @@ def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, .
     algo = algos.get(name).make(cfg)
 
     def data(state):
-        return [jax.random.key_data(x) if checkpoint.is_key(x) else x
+        return [jax.random.key_data(x) if checkpoints.is_key(x) else x
                 for x in jax.tree.leaves(state)]
 
     return [tuple(x.shape) for x in jax.eval_shape(lambda k: data(jax.vmap(algo.init)(k)), keys)]
@@ -136,7 +136,8 @@ def one_device_shapes(name: str, cfg: Any, keys: jax.Array) -> list[tuple[int, .
 
 @float32
 def load_run(log_dir: str) -> LoadedRun:
-    """The algorithm and the checkpointed state of the run in ``log_dir``.
+    """The algorithm and the state of the newest readable checkpoint of the run in
+    ``log_dir`` (a damaged one is reported in one line and the one before it read).
 
     A run trained on a device mesh (``--devices``) is read as one device's state (see
     :func:`~jaxrl_par.runner.layouts.one_device_leaf`): for PPO that is the one-device
@@ -147,17 +148,19 @@ def load_run(log_dir: str) -> LoadedRun:
 
     Raises:
       FileNotFoundError: ``log_dir`` holds no checkpoint.
-      ValueError: the checkpoint has no config record (written before checkpoints kept
-        one), or its arrays do not fit the algorithm the record describes.
+      ValueError: no checkpoint could be read, the checkpoint has no config record, or
+        its arrays do not fit the algorithm the record describes.
     """
-    path = os.path.join(log_dir, CHECKPOINT)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} does not exist: give the log dir of a run trained "
-                                "with --log-dir (log_dir=...)")
-    meta = checkpoint.read_meta(path)
+    path = os.path.join(log_dir, CHECKPOINTS)
+    store = checkpoints.Checkpoints(path)
+    latest = store.latest_meta()
+    if latest is None:
+        raise FileNotFoundError(f"{path} holds no checkpoint: give the log dir of a run "
+                                "trained with --log-dir (log_dir=...)")
+    step, meta = latest
     if "config" not in meta:
-        raise ValueError(f"{path} records no config (an older checkpoint): rebuild the "
-                         "algorithm with its settings and use checkpoint.load(path, template)")
+        raise ValueError(f"{path} records no config: rebuild the algorithm with its "
+                         "settings and use checkpoints.Checkpoints(path).restore(template)")
     record_env = meta["config"].get("env")
     if isinstance(record_env, str):  # a user's own env: its module registers it again
         envs.import_source(record_env, meta)
@@ -177,7 +180,7 @@ def load_run(log_dir: str) -> LoadedRun:
             shards.add(x.shape[1])
         return one_device_leaf(x, shape)
 
-    state, meta = checkpoint.load(path, template, reshape=reshape)
+    state, meta, _ = store.restore(template, newest=step, reshape=reshape)
     return LoadedRun(name=name, algo=algo, state=state, seeds=seeds,
                      updates_done=int(meta["updates_done"]),
                      data_shards=max(shards) if shards else 1,

@@ -2,7 +2,7 @@
 
 ``train`` checks its arguments, picks the runtime (one device's ``vmap`` over seeds, a
 device mesh, the actor-learner or the asynchronous-worker runtime), continues a run from
-its log dir (:mod:`jaxrl_par.runner.resume`), builds the compiled programs
+its log dir (:mod:`jaxrl_par.runner.continuation`), builds the compiled programs
 (:mod:`jaxrl_par.runner.programs`) and runs the chunk loop (:mod:`jaxrl_par.runner.loop`)
 with its listeners (:mod:`jaxrl_par.runner.listeners`: evaluation, metrics log, PBT,
 checkpoints, progress bar, the user's callback). It knows algorithms only through their
@@ -31,14 +31,22 @@ from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.parallel.host_loop import HostLoop
 from jaxrl_par.platform import cpu_threads
-from jaxrl_par.runner import interrupt, listeners, lockfile, loop, programs, records
+from jaxrl_par.runner import (
+    checkpoints,
+    continuation,
+    interrupt,
+    lockfile,
+    loop,
+    programs,
+    records,
+)
+from jaxrl_par.runner import listeners as listeners_lib
 from jaxrl_par.runner import pbt as pbt_lib
-from jaxrl_par.runner import resume as resume_lib
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.programs import choose_chunk, make_chunk_fn, seed_keys
-from jaxrl_par.runner.records import CHECKPOINT, METRICS, config_record
+from jaxrl_par.runner.records import METRICS, config_record
 
-__all__ = ["CHECKPOINT", "METRICS", "TrainResult", "choose_chunk", "config_record",
+__all__ = ["METRICS", "TrainResult", "choose_chunk", "config_record",
            "make_chunk_fn", "seed_keys", "train"]
 
 
@@ -278,6 +286,11 @@ def train(
     eval_envs: int = 0,
     eval_every: int = 1,
     vector_env: str | HostLoop | None = None,
+    keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
+    checkpoint_seconds: float | None = checkpoints.DEFAULT_SECONDS,
+    listeners: Sequence[listeners_lib.Listener] = (),
+    max_chunk_seconds: float | None = loop.MAX_CHUNK_SECONDS,
+    time_limit: float | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
 
@@ -286,11 +299,14 @@ def train(
       seeds: an int, a list of ints, or ``[S]`` PRNG keys; seeds are vmapped.
       num_chunks: host round-trips (progress, logs, checkpoint) over the run.
       log_dir: if given, writes ``config.json``, ``metrics.jsonl`` (one line per update)
-        and ``checkpoint.npz`` (after every chunk). One run at a time: a log dir that
-        another process is training in is an error (:mod:`jaxrl_par.runner.lockfile`).
-      resume: continue from ``log_dir``'s checkpoint if there is one (needs ``log_dir``).
-        Without it, a ``log_dir`` that already holds a run is an error: a fresh run
-        never overwrites another's logs and checkpoint.
+        and orbax checkpoints of the whole state in ``checkpoints/<updates done>/``
+        (:mod:`jaxrl_par.runner.checkpoints`; see ``checkpoint_seconds``). One run
+        at a time: a log dir that another process is training in is an error
+        (:mod:`jaxrl_par.runner.lockfile`).
+      resume: continue from ``log_dir``'s newest readable checkpoint (needs ``log_dir``;
+        one without a checkpoint is an error, not a fresh start). Without it, a
+        ``log_dir`` that already holds a run is an error: a fresh run never overwrites
+        another's logs and checkpoints.
       progress: show a tqdm progress bar.
       callback: ``callback(updates_done, chunk_metrics)`` after each chunk (numpy rows;
         like all of ``train`` it runs with ``jax_enable_x64`` off, see
@@ -350,6 +366,23 @@ def train(
         the wall clock split between envs and device). PPO, DQN, SAC (and every
         algorithm with ``host_steps``) and A2C run on host envs without further
         arguments; A3C and Gorila take ``async_workers``, IMPALA ``actor_learner``.
+      keep_checkpoints: how many of the newest checkpoints a ``log_dir`` keeps.
+      checkpoint_seconds: the least time between two checkpoints (one is written in
+        the background after a chunk once this long has passed and the last write is
+        done; the last chunk's state is always saved when the run ends or stops);
+        None saves every chunk, as runs on several processes always do.
+      listeners: more listeners of the chunk loop (:mod:`jaxrl_par.runner.listeners`),
+        e.g. the loggers of :mod:`jaxrl_par.runner.loggers`; they hear every chunk
+        after its rows are complete and logged, and are closed when the loop ends.
+      max_chunk_seconds: a chunk that takes longer (by a fifth) is followed by shorter
+        ones (compiled then), so a stop (Ctrl-C, SIGTERM's grace period) never waits much
+        longer than this for the running chunk. None keeps ``num_chunks``' size; so do
+        runs on several processes, PBT, evaluations every few chunks (whose chunks must
+        stay as planned) and the actor-learner and asynchronous-worker runtimes.
+      time_limit: stop after the last chunk that ends within this many seconds of
+        training (judged by the chunk before it; the first always runs), logged and
+        checkpointed, with
+        ``interrupted=True`` and no ``stop_signal``; ``resume`` continues.
 
     Ctrl-C (SIGINT) or SIGTERM (what SLURM, Kubernetes and ``kill`` send before they
     kill a job) in a single-process run finishes the running chunk, logs and checkpoints
@@ -382,7 +415,7 @@ def train(
     records.check_log_dir(log_dir, resume)
     saved = None
     if log_dir and resume:  # before compiling: a mismatch is an error, not minutes of work
-        saved = resume_lib.find(log_dir, algo, record, seed_list, keys, lanes,
+        saved = continuation.find(log_dir, algo, record, seed_list, keys, lanes,
                                 lanes_given=hparams is not None,
                                 data_shards=runtime.data_shards, say=show)
         lanes = saved.lanes if saved else lanes
@@ -406,8 +439,11 @@ def train(
 
     state, done, history = built.state, 0, {}
     if saved:
-        state, done, history = resume_lib.restore(saved, state, runtime.place, log_dir,
+        state, done, history = continuation.restore(saved, state, runtime.place, log_dir,
                                                   rewrite=is_main)
+        if done < num_updates and built.chunk is None:  # the finished one was damaged
+            built = programs.build(algo, keys, runtime, chunk_updates, lanes=None,
+                                   check_memory=False, say=show)._replace(state=None)
     elif log_dir and is_main:
         records.start_metrics(log_dir)
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
@@ -424,40 +460,49 @@ def train(
                                        "num_updates": num_updates,
                                        "data_shards": runtime.data_shards, **extra})
 
-    history_log = listeners.History(len(seed_list), history)
+    history_log = listeners_lib.History(len(seed_list), history)
     evaluation, sweep = None, None
-    chain: list[listeners.Listener] = []
+    chain: list[listeners_lib.Listener] = []
     if eval_envs:
-        evaluation = listeners.GreedyEvaluation(
+        evaluation = listeners_lib.GreedyEvaluation(
             algo, eval_envs, eval_every, chunk_updates,
             gather=_one_device if runtime.sharded else None, on_main=is_main)
         chain.append(evaluation)
     if pbt is not None:
-        sweep = listeners.SweepValues(current)
+        sweep = listeners_lib.SweepValues(current)
         chain.append(sweep)
     chain.append(history_log)
     if log_dir and is_main:
-        chain.append(listeners.MetricsLog(os.path.join(log_dir, METRICS)))
+        chain.append(listeners_lib.MetricsLog(os.path.join(log_dir, METRICS)))
+    chain.extend(listeners)
     if pbt is not None:
-        chain.append(listeners.PBTStep(
+        chain.append(listeners_lib.PBTStep(
             pbt, sweep, seed_list, algo.config,
             os.path.join(log_dir, records.PBT_LOG) if log_dir and is_main else None))
     if runtime.sharded and debug_replication:
-        chain.append(listeners.ReplicaCheck(parallel.assert_is_replicated))
+        chain.append(listeners_lib.ReplicaCheck(parallel.assert_is_replicated))
     if log_dir:
-        chain.append(listeners.CheckpointWriter(
-            os.path.join(log_dir, CHECKPOINT) if is_main else None,
+        chain.append(listeners_lib.CheckpointSaver(
+            checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
+                                    keep=keep_checkpoints),
             {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
-            to_host=parallel.to_host if runtime.sharded else None))
+            every_seconds=checkpoint_seconds if jax.process_count() == 1 else None))
     if show:
-        chain.append(listeners.ProgressBar(num_updates, algo.env_steps_per_update, done))
+        chain.append(listeners_lib.ProgressBar(num_updates, algo.env_steps_per_update, done))
     if callback is not None:
-        chain.append(listeners.Callback(callback))
+        chain.append(listeners_lib.Callback(callback))
 
+    fixed = (jax.process_count() > 1 or pbt is not None or runtime.pipeline is not None
+             or (eval_envs and eval_every > 1) or built.chunk is None)
+    rechunk = None if fixed else functools.partial(
+        programs.compile_chunk, algo, runtime,
+        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                     state))
     ran = loop.run(built.chunk, state, start=done, num_updates=num_updates,
                    chunk_updates=chunk_updates,
                    env_steps_per_update=algo.env_steps_per_update, listeners=chain,
-                   stop_on_signal=jax.process_count() == 1)
+                   stop_on_signal=jax.process_count() == 1,
+                   bounds=loop.Bounds(max_chunk_seconds, time_limit, rechunk))
     if runtime.sharded:
         parallel.assert_is_replicated(ran.state, where="after training")
     updates_run = ran.done - done
