@@ -361,9 +361,7 @@ def _config_file(path: str, algo: str) -> object:
     """The ``algo`` Config that the JSON file at ``path`` describes: a run's
     ``config.json`` (``{"config": {...}, "seeds": ...}``, as ``train`` writes it into its
     log dir), a checkpoint's config record, or a plain object of Config fields. Fields it
-    leaves out keep their defaults; in a run's record (one that names its
-    ``config_class``), a field added since the run takes the value that version behaved
-    as (``Config.LEGACY_VALUES``)."""
+    leaves out keep their defaults."""
     import dataclasses
 
     from jaxrl_par.runner import runs
@@ -378,7 +376,6 @@ def _config_file(path: str, algo: str) -> object:
         message = (f"--config {path}: expected a JSON object of Config fields, or a run's "
                    "config.json")
         raise ValueError(message)  # noqa: TRY004
-    recorded = "config_class" in record  # written by train, not by hand
     if isinstance(record.get("env"), str) and isinstance(data, dict):
         from jaxrl_par import envs
 
@@ -396,7 +393,7 @@ def _config_file(path: str, algo: str) -> object:
     if unknown:
         raise ValueError(f"--config {path}: unknown {algo} config field(s) {unknown}; valid "
                          f"fields: {', '.join(fields)}")
-    return runs.config_from_record(record, legacy=recorded)[1]
+    return runs.config_from_record(record)[1]
 
 
 def _seeds(args) -> list[int]:

@@ -105,7 +105,7 @@ def find(log_dir: str, algo: Algorithm, record: dict, seeds: list[int], keys: ja
             f"{log_dir} holds no checkpoint to resume: give the log dir of a run trained "
             "with --log-dir, or leave out --resume to start a fresh run")
     step, meta = latest
-    records.check_resumable(path, meta, seeds, record, records.absent_field_values(algo))
+    records.check_resumable(path, meta, seeds, record, records.field_defaults(algo))
     lanes = records.resumed_lanes(path, meta, lanes, given=lanes_given)
     reshape = None
     if "data_shards" in meta and meta["data_shards"] != data_shards:

@@ -59,38 +59,27 @@ def config_record(algo: Algorithm) -> dict:
     return json.loads(json.dumps(jsonable(record)))
 
 
-def legacy_values(cls: type) -> dict:
-    """``cls.LEGACY_VALUES``: for config fields added after runs were first recorded, the
-    value that reproduces a run whose record lacks the field ({} if none)."""
-    return dict(getattr(cls, "LEGACY_VALUES", {}))
-
-
-def absent_field_values(algo: Algorithm) -> tuple[dict, frozenset]:
-    """``(defaults, legacy)`` for fields a saved record lacks: each field's default as a
-    JSON value like :func:`config_record`'s, and the names in the config's
-    ``LEGACY_VALUES`` (:func:`legacy_values`)."""
+def field_defaults(algo: Algorithm) -> dict:
+    """Each config field's default as a JSON value like :func:`config_record`'s (for
+    fields a saved record lacks)."""
     cfg = algo.config
     if not dataclasses.is_dataclass(cfg):
-        return {}, frozenset()
+        return {}
     fields = {f.name: f.default for f in dataclasses.fields(cfg)
               if f.default is not dataclasses.MISSING}
-    return json.loads(json.dumps(jsonable(fields))), frozenset(legacy_values(type(cfg)))
+    return json.loads(json.dumps(jsonable(fields)))
 
 
 def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
-                    absent: tuple[dict, frozenset] = ({}, frozenset())) -> None:
+                    defaults: dict | None = None) -> None:
     """Raises ``ValueError`` unless the checkpoint at ``path`` was written by a run with
     these seeds and config (checkpoints without a config record are not compared); a
     ``GROWABLE`` field may be larger now (a longer run continues the recorded one).
 
     A field that the saved record lacks (one added to the config class since) counts as
-    unchanged while this run leaves it at its default ``absent[0][field]``. A field in the
-    config's ``LEGACY_VALUES`` (``absent[1]``) is not compared: its default may behave as
-    the older version did or not (PPO's ``normalize_rewards="auto"`` is off for discrete
-    actions, on for continuous), and a value that does not shows as a state of another
-    structure when the checkpoint is read, an error that names the setting.
+    unchanged while this run leaves it at its default ``defaults[field]``.
     """
-    defaults, legacy = absent
+    defaults = defaults or {}
     missing = object()
     if meta.get("seeds") != seeds:
         raise ValueError(f"{path} holds seeds {meta.get('seeds')}, this run asks for {seeds}: "
@@ -102,8 +91,7 @@ def check_resumable(path: str, meta: dict, seeds: list[int], record: dict,
                for k in sorted(set(saved) | set(record))
                if k not in RESUMABLE_CHANGES and saved.get(k) != record.get(k)
                and not _grown(k, saved.get(k), record.get(k))
-               and not (k not in saved and (k in legacy
-                                            or record.get(k) == defaults.get(k, missing)))]
+               and not (k not in saved and record.get(k) == defaults.get(k, missing))]
     if changed:
         config_json = os.path.join(os.path.dirname(path), CONFIG)
         raise ValueError(f"{path} was written with other settings ({'; '.join(changed)}): "

@@ -29,7 +29,6 @@ from jaxrl_par.runner.programs import seed_keys
 from jaxrl_par.runner.records import (
     CHECKPOINTS,
     METRICS,
-    legacy_values,
     metrics_columns,
     metrics_rows,
 )
@@ -73,14 +72,12 @@ def config_class(record: dict) -> tuple[str, type]:
     return names[module_name], getattr(importlib.import_module(module_name), class_name)
 
 
-def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
+def config_from_record(record: dict) -> tuple[str, Any]:
     """``(algorithm name, Config)`` from the ``config`` record a checkpoint holds.
 
     Lists become tuples where the field's default is a tuple (JSON has no tuples);
     ``axis_name`` is set to ``None`` (the state is rebuilt for one device). A field the
-    record lacks takes its :func:`~jaxrl_par.runner.records.legacy_values` entry (how the
-    version that wrote the run behaved) if it has one and ``legacy`` is set (a recorded
-    run), else its default.
+    record lacks takes its default.
 
     Raises:
       ValueError: the record names no known algorithm, or fields its Config lacks.
@@ -93,8 +90,6 @@ def config_from_record(record: dict, legacy: bool = True) -> tuple[str, Any]:
     if unknown:
         raise ValueError(f"the run's config has fields {unknown} that {class_path} lacks: it "
                          "was written by another version of jaxrl_par")
-    if legacy:
-        values = {**{k: v for k, v in legacy_values(cls).items() if k in fields}, **values}
     for k, v in values.items():
         if isinstance(fields[k].default, tuple) and isinstance(v, list):
             values[k] = tuple(v)
