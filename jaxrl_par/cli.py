@@ -68,14 +68,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--chunks", type=int, default=20, help="host round-trips (progress updates)")
     t.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="after training, play one greedy episode in each of N envs per seed "
-                        "and report greedy_return (training returns are the exploring "
-                        "policy's)")
+                        "(each seed and env from its own start state) and report "
+                        "greedy_return: the evaluation policy's return, mean, std and 95%% "
+                        "interval over seeds (final_return is the training return, played "
+                        "by the exploring policy)")
     t.add_argument("--eval-every", type=int, default=None, metavar="K",
                    help="also evaluate greedily during training, after every K-th chunk "
                         "(see --chunks) and the last: --eval-envs episodes per seed (8 if "
                         "not given), logged as greedy_return; its time is not counted as "
                         "training time")
-    t.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    t.add_argument("--json", action="store_true",
+                   help="print one JSON summary as the last line; its 'figures' object says "
+                        "what each figure is (steps_per_second is summed over seeds, "
+                        "steps_per_second_per_seed is one seed's)")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled programs on disk (by default they are kept in "
@@ -465,6 +470,7 @@ def cmd_train(args) -> int:
 
     from jaxrl_par import axes
     from jaxrl_par.algos import hyper
+    from jaxrl_par.runner import figures
     from jaxrl_par.runner.training import train
 
     if args.eval_envs < 0:
@@ -549,9 +555,11 @@ def cmd_train(args) -> int:
         "final_return": float(np.mean(finals)) if finals.size else None,
         "final_return_std": float(np.std(finals)) if finals.size else None,
         "final_returns": [None if np.isnan(x) else float(x) for x in per_seed],  # by seed
+        "final_return_ci95": figures.spread_fields("final_return", per_seed)["final_return_ci95"],
         **({"hparams": hyper.to_record(result.hparams)}
            if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
+        "steps_per_second_per_seed": float(result.steps_per_second) / len(seeds),
         "compile_seconds": float(result.compile_seconds),
         "cpu_threads": pool,  # XLA:CPU's pool (None: its default, one thread per core)
         "platform_tuning": platform.tuning(),
@@ -580,6 +588,7 @@ def cmd_train(args) -> int:
         summary["greedy_return"] = float(np.mean(returns))
         summary["greedy_return_std"] = float(np.std(returns))
         summary["greedy_returns"] = [float(x) for x in returns]
+        summary["greedy_return_ci95"] = figures.spread_fields("g", returns)["g_ci95"]
         greedy = (f", greedy return {summary['greedy_return']:.1f} +- "
                   f"{summary['greedy_return_std']:.1f} ({args.eval_envs} episodes per seed)")
     speed = (f"{summary['steps_per_second']:,.0f} steps/s, compile "
@@ -599,6 +608,7 @@ def cmd_train(args) -> int:
         summary["sweep"] = _sweep_table(
             result.hparams, per_seed, seeds, sys.stderr if args.json else sys.stdout,
             np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
+    summary["figures"] = figures.describe(summary)
     if args.json:
         print(json.dumps(summary))
     if result.interrupted:

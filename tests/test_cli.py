@@ -45,7 +45,11 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
                             "final_return_std", "final_returns", "steps_per_second",
                             "compile_seconds", "cpu_threads", "platform_tuning",
                             "greedy_return", "greedy_return_std", "greedy_returns",
-                            "eval_seconds"}
+                            "eval_seconds", "final_return_ci95", "greedy_return_ci95",
+                            "steps_per_second_per_seed", "figures"}
+    assert set(summary["figures"]) == set(summary) - {
+        "algo", "env", "seeds", "compile_seconds", "cpu_threads", "platform_tuning",
+        "eval_seconds", "figures"}
     assert summary["cpu_threads"] == 1  # --cpu-threads auto, one program at a time
     assert summary["platform_tuning"] is True  # jaxrl_par.platform, on by default
     assert len(summary["final_returns"]) == 2
