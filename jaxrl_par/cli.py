@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="first seed (seeds are seed..seed+N-1; default 0)")
     t.add_argument("--total-timesteps", default=None,  # parsed as the Config's int field
                    help="environment steps per seed (e.g. 5e5)")
+    t.add_argument("--preset", default=None, metavar="auto|none|ENV",
+                   help="per-environment settings (jaxrl_par/presets/ALGO.toml): auto, the "
+                        "default, uses --env's preset when there is one (none with --config); "
+                        "none gives the plain Config defaults; ENV takes that env's preset; "
+                        "--set overrides its fields")
     t.add_argument("--config", default=None, metavar="FILE",
                    help="start from the Config fields in a JSON file: a run's config.json "
                         "(its log dir) or an object of fields; --env, --total-timesteps and "
@@ -352,15 +357,31 @@ def _seeds(args) -> list[int]:
 
 
 def _config(args) -> object:
+    return _config_and_preset(args)[0]
+
+
+def _config_and_preset(args):
+    """``train``'s Config and the preset in it (:mod:`jaxrl_par.presets`): the Config
+    defaults (or ``--config``), then the env's preset, then ``--set`` and the flags."""
+    import dataclasses
+
+    from jaxrl_par import presets
+
     module = algos.get(args.algo)
     base = module.Config() if args.config is None else _config_file(args.config, args.algo)
     overrides = list(args.overrides)
     if args.env is not None:
         overrides.append(f"env={args.env}")
+        base = apply_overrides(base, [f"env={args.env}"])
     if args.total_timesteps is not None:
         overrides.append(f"total_timesteps={args.total_timesteps}")
+    chosen = getattr(args, "preset", None)  # default: the env's, none over a --config file
+    chosen = presets.lookup(args.algo, base.env, chosen or (
+        presets.NONE if args.config else presets.AUTO))
+    if chosen is not None:  # its fields replace the base's; the flags come after
+        base = dataclasses.replace(base, **dict(chosen.fields))
     # dataclasses.replace re-runs __post_init__, so every override is validated.
-    return apply_overrides(base, overrides)
+    return apply_overrides(base, overrides), chosen
 
 
 def _multi_host(args) -> bool:
@@ -488,7 +509,7 @@ def cmd_train(args) -> int:
     _start_hosts(args)
     _import_modules(args.imports)  # after joining: a module may touch a device
     module = algos.get(args.algo)
-    cfg = _config(args)
+    cfg, preset = _config_and_preset(args)
     if args.actor_learner:
         if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
             raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
@@ -535,7 +556,8 @@ def cmd_train(args) -> int:
               if args.eval_every is not None else {})
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, **mesh_kw, **during)
+                   pbt=pbt, preset=preset and preset.without(dict(preset.fields)),  # recorded
+                   **mesh_kw, **during)
     states = result.state
     if args.eval_envs and sharded:
         from jaxrl_par import parallel
@@ -550,6 +572,7 @@ def cmd_train(args) -> int:
         "algo": args.algo,
         "env": cfg.env,
         "seeds": len(seeds),
+        "preset": preset and preset.name,  # null: the plain Config defaults
         "env_steps": env_steps,
         # null, not NaN (which strict JSON readers reject), when no episode finished
         "final_return": float(np.mean(finals)) if finals.size else None,
