@@ -56,9 +56,9 @@ def run_cell(algo_name: str, env: str, fraction: float, seeds: int, chunks: int)
     """Trains one cell on ``seeds`` seeds (one vmapped program); its record."""
     preset = presets.lookup(algo_name, env)
     cfg = presets.config(algo_name, env)
-    steps = max(int(cfg.total_timesteps * fraction), cfg.env_steps_per_update)
-    cfg = dataclasses.replace(cfg, total_timesteps=steps)
-    algo = algos.get(algo_name).make(cfg)
+    per_update = algos.get(algo_name).make(cfg).env_steps_per_update
+    steps = max(int(cfg.total_timesteps * fraction), per_update)
+    algo = algos.get(algo_name).make(dataclasses.replace(cfg, total_timesteps=steps))
     t = time.perf_counter()
     result = train(algo, list(range(seeds)), num_chunks=chunks, progress=False)
     wall = time.perf_counter() - t
