@@ -763,6 +763,7 @@ def _finished_rows(args, summary: dict) -> list[dict]:
 
 
 def cmd_eval(args) -> int:
+    from jaxrl_par.runner import figures
     from jaxrl_par.runner.evaluation import greedy_returns
     from jaxrl_par.runner.runs import load_run
 
@@ -790,6 +791,7 @@ def cmd_eval(args) -> int:
         "greedy_return": float(np.mean(returns)),
         "greedy_return_std": float(np.std(returns)),
         "greedy_returns": [float(x) for x in returns],
+        "greedy_return_ci95": figures.spread_fields("g", returns)["g_ci95"],
     }
     if run.hparams:
         from jaxrl_par.algos import hyper
@@ -799,6 +801,7 @@ def cmd_eval(args) -> int:
           f"{run.algo.num_updates}, seeds {run.seeds}): greedy return "
           f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "
           f"({args.eval_envs} episodes per seed)", file=sys.stderr if args.json else sys.stdout)
+    summary["figures"] = figures.describe(summary)
     if args.json:
         print(json.dumps(summary))
     return 0
