@@ -13,8 +13,8 @@ from jaxrl_par.runner.evaluation import spread
 #: summary key -> what the figure is.
 FIGURES: dict[str, str] = {
     "final_return": "training return: mean over seeds of each seed's mean undiscounted return "
-                    "of the episodes that finished in its last update, played by the "
-                    "exploring policy (epsilon-greedy, sampled actions)",
+                    "of the episodes that finished in the last 5% of its updates, played by "
+                    "the exploring policy (epsilon-greedy, sampled actions)",
     "final_return_std": "standard deviation over seeds of final_returns",
     "final_return_ci95": "95% confidence interval of final_return's mean over seeds "
                          "(Student's t; null for one seed)",
