@@ -21,7 +21,7 @@ CASES = [
     ("jaxrl-par train sac --env Pendulum-v1", ["--seeds", "2"], "final_return", -250.0),
     ("jaxrl-par train impala --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
     ("jaxrl-par train a3c --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
-    ("jaxrl-par train a2c --set num_envs=16 --devices 2", ["--seeds", "2"],
+    ("jaxrl-par train a2c --set num_envs=8 --devices 2", ["--seeds", "2"],
      "final_return", 475.0),
     ("jaxrl-par train apex", ["--seeds", "2", "--eval-envs", "8"], "greedy_return", 475.0),
 ]
