@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="first seed (seeds are seed..seed+N-1; default 0)")
     t.add_argument("--total-timesteps", default=None,  # parsed as the Config's int field
                    help="environment steps per seed (e.g. 5e5)")
+    t.add_argument("--preset", default=None, metavar="auto|none|ENV",
+                   help="per-environment settings (jaxrl_par/presets/ALGO.toml): auto, the "
+                        "default, uses --env's preset when there is one (none with --config); "
+                        "none gives the plain Config defaults; ENV takes that env's preset; "
+                        "--set overrides its fields")
     t.add_argument("--config", default=None, metavar="FILE",
                    help="start from the Config fields in a JSON file: a run's config.json "
                         "(its log dir) or an object of fields; --env, --total-timesteps and "
@@ -127,14 +132,19 @@ def _parser() -> argparse.ArgumentParser:
                         "--resume continues")
     t.add_argument("--eval-envs", type=int, default=0, metavar="N",
                    help="after training, play one greedy episode in each of N envs per seed "
-                        "and report greedy_return (training returns are the exploring "
-                        "policy's)")
+                        "(each seed and env from its own start state) and report "
+                        "greedy_return: the evaluation policy's return, mean, std and 95%% "
+                        "interval over seeds (final_return is the training return, played "
+                        "by the exploring policy)")
     t.add_argument("--eval-every", type=int, default=None, metavar="K",
                    help="also evaluate greedily during training, after every K-th chunk "
                         "(see --chunks) and the last: --eval-envs episodes per seed (8 if "
                         "not given), logged as greedy_return; its time is not counted as "
                         "training time")
-    t.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    t.add_argument("--json", action="store_true",
+                   help="print one JSON summary as the last line; its 'figures' object says "
+                        "what each figure is (steps_per_second is summed over seeds, "
+                        "steps_per_second_per_seed is one seed's)")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled programs on disk (by default they are kept in "
@@ -409,15 +419,31 @@ def _seeds(args) -> list[int]:
 
 
 def _config(args) -> object:
+    return _config_and_preset(args)[0]
+
+
+def _config_and_preset(args):
+    """``train``'s Config and the preset in it (:mod:`jaxrl_par.presets`): the Config
+    defaults (or ``--config``), then the env's preset, then ``--set`` and the flags."""
+    import dataclasses
+
+    from jaxrl_par import presets
+
     module = algos.get(args.algo)
     base = module.Config() if args.config is None else _config_file(args.config, args.algo)
     overrides = list(args.overrides)
     if args.env is not None:
         overrides.append(f"env={args.env}")
+        base = apply_overrides(base, [f"env={args.env}"])
     if args.total_timesteps is not None:
         overrides.append(f"total_timesteps={args.total_timesteps}")
+    chosen = getattr(args, "preset", None)  # default: the env's, none over a --config file
+    chosen = presets.lookup(args.algo, base.env, chosen or (
+        presets.NONE if args.config else presets.AUTO))
+    if chosen is not None:  # its fields replace the base's; the flags come after
+        base = dataclasses.replace(base, **dict(chosen.fields))
     # dataclasses.replace re-runs __post_init__, so every override is validated.
-    return apply_overrides(base, overrides)
+    return apply_overrides(base, overrides), chosen
 
 
 def _multi_host(args) -> bool:
@@ -536,6 +562,7 @@ def cmd_train(args) -> int:
 
     from jaxrl_par import axes
     from jaxrl_par.algos import hyper
+    from jaxrl_par.runner import figures
     from jaxrl_par.runner.training import train
 
     if args.eval_envs < 0:
@@ -553,7 +580,7 @@ def cmd_train(args) -> int:
     _start_hosts(args)
     _import_modules(args.imports)  # after joining: a module may touch a device
     module = algos.get(args.algo)
-    cfg = _config(args)
+    cfg, preset = _config_and_preset(args)
     if args.actor_learner:
         if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
             raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
@@ -608,7 +635,8 @@ def cmd_train(args) -> int:
         loggers = loggers_lib.from_names(args.loggers, args.log_dir, config_record(algo))
     result = train(algo, seeds, num_chunks=args.chunks, log_dir=args.log_dir,
                    resume=args.resume, progress=not args.no_progress, hparams=hparams,
-                   pbt=pbt, listeners=loggers, max_chunk_seconds=args.max_chunk_seconds or None,
+                   pbt=pbt, preset=preset and preset.without(dict(preset.fields)),  # recorded
+                   listeners=loggers, max_chunk_seconds=args.max_chunk_seconds or None,
                    time_limit=args.time_limit,
                    checkpoint_seconds=args.checkpoint_seconds or None,
                    **mesh_kw, **during)
@@ -626,14 +654,17 @@ def cmd_train(args) -> int:
         "algo": args.algo,
         "env": cfg.env,
         "seeds": len(seeds),
+        "preset": preset and preset.name,  # null: the plain Config defaults
         "env_steps": env_steps,
         # null, not NaN (which strict JSON readers reject), when no episode finished
         "final_return": float(np.mean(finals)) if finals.size else None,
         "final_return_std": float(np.std(finals)) if finals.size else None,
         "final_returns": [None if np.isnan(x) else float(x) for x in per_seed],  # by seed
+        "final_return_ci95": figures.spread_fields("final_return", per_seed)["final_return_ci95"],
         **({"hparams": hyper.to_record(result.hparams)}
            if result.hparams else {}),
         "steps_per_second": float(result.steps_per_second),
+        "steps_per_second_per_seed": float(result.steps_per_second) / len(seeds),
         "compile_seconds": float(result.compile_seconds),
         "cpu_threads": pool,  # XLA:CPU's pool (None: its default, one thread per core)
         "platform_tuning": platform.tuning(),
@@ -663,6 +694,7 @@ def cmd_train(args) -> int:
         summary["greedy_return"] = float(np.mean(returns))
         summary["greedy_return_std"] = float(np.std(returns))
         summary["greedy_returns"] = [float(x) for x in returns]
+        summary["greedy_return_ci95"] = figures.spread_fields("g", returns)["g_ci95"]
         greedy = (f", greedy return {summary['greedy_return']:.1f} +- "
                   f"{summary['greedy_return_std']:.1f} ({args.eval_envs} episodes per seed)")
     speed = (f"{summary['steps_per_second']:,.0f} steps/s, compile "
@@ -682,6 +714,7 @@ def cmd_train(args) -> int:
         summary["sweep"] = _sweep_table(
             result.hparams, per_seed, seeds, sys.stderr if args.json else sys.stdout,
             np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
+    summary["figures"] = figures.describe(summary)
     if args.json:
         print(json.dumps(summary))
     if result.interrupted and result.stop_signal is None:  # --time-limit
@@ -819,6 +852,7 @@ def _finished_rows(args, summary: dict) -> list[dict]:
 
 
 def cmd_eval(args) -> int:
+    from jaxrl_par.runner import figures
     from jaxrl_par.runner.evaluation import greedy_returns
     from jaxrl_par.runner.runs import load_run
 
@@ -846,6 +880,7 @@ def cmd_eval(args) -> int:
         "greedy_return": float(np.mean(returns)),
         "greedy_return_std": float(np.std(returns)),
         "greedy_returns": [float(x) for x in returns],
+        "greedy_return_ci95": figures.spread_fields("g", returns)["g_ci95"],
     }
     if run.hparams:
         from jaxrl_par.algos import hyper
@@ -856,6 +891,7 @@ def cmd_eval(args) -> int:
           f"{summary['greedy_return']:.1f} +- {summary['greedy_return_std']:.1f} "
           f"({args.eval_envs} episodes per seed)", file=sys.stderr if args.json else sys.stdout)
     cli_use.eval_video(args)
+    summary["figures"] = figures.describe(summary)
     if args.json:
         print(json.dumps(summary))
     return 0

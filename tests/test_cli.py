@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from dropped import drop_signal
 
-from jaxrl_par import cli
+from jaxrl_par import cli, presets
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
 from jaxrl_par.cli import main
@@ -45,7 +45,13 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
                             "final_return_std", "final_returns", "steps_per_second",
                             "compile_seconds", "cpu_threads", "platform_tuning",
                             "greedy_return", "greedy_return_std", "greedy_returns",
-                            "eval_seconds"}
+                            "eval_seconds", "final_return_ci95", "greedy_return_ci95",
+                            "steps_per_second_per_seed", "figures", "preset"}
+    assert summary["preset"] == "ppo:CartPole-v1"  # the env's preset, --set on top
+    assert json.loads((log / "config.json").read_text())["preset"] == "ppo:CartPole-v1"
+    assert set(summary["figures"]) == set(summary) - {
+        "algo", "env", "seeds", "compile_seconds", "cpu_threads", "platform_tuning",
+        "eval_seconds", "figures", "preset"}
     assert summary["cpu_threads"] == 1  # --cpu-threads auto, one program at a time
     assert summary["platform_tuning"] is True  # jaxrl_par.platform, on by default
     assert len(summary["final_returns"]) == 2
@@ -62,8 +68,9 @@ def test_cli_train_end_to_end_json(tmp_path, capsys):
     evaluated = [json.loads(r)["update"] for r in rows if json.loads(r)["greedy_return"][0]
                  is not None]
     assert evaluated == [20, 40, 60, 80]
-    cfg = apply_overrides(ppo.Config(), ["env=CartPole-v1", "total_timesteps=20480",
-                                         "num_envs=8", "num_steps=32", "num_minibatches=2"])
+    cfg = apply_overrides(presets.config("ppo", "CartPole-v1"),  # the CLI's default preset
+                          ["env=CartPole-v1", "total_timesteps=20480", "num_envs=8",
+                           "num_steps=32", "num_minibatches=2"])
     algo = ppo.make(cfg)
     template = jax.vmap(algo.init)(jax.random.split(jax.random.key(0), 2))
     state = checkpoints.Checkpoints(str(log / "checkpoints")).restore(template).state

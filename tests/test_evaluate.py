@@ -125,3 +125,32 @@ def test_evaluation_settings_are_checked_before_compiling():
         train(algo, 0, eval_envs=-1, progress=False)
     with pytest.raises(ValueError, match="has none"):
         train(fixed_policy("CartPole-v1", None), 0, eval_envs=2, progress=False)
+
+
+def test_seeds_and_envs_start_from_their_own_states():
+    """Pushing left always, a CartPole episode lasts as long as its random start state
+    allows (~9 steps): four identical states score differently only if each seed resets
+    from its own start states, and a seed's envs differ among themselves too."""
+    algo = fixed_policy("CartPole-v1", lambda state, obs, key: jnp.zeros(len(obs), jnp.int32))
+    states = {"unused": jnp.zeros(4)}
+    per_seed = greedy_returns(algo, states, num_envs=4)
+    assert len(set(per_seed.tolist())) == 4
+    one_env = greedy_returns(algo, {"unused": jnp.zeros(8)}, num_envs=1)
+    assert len(set(one_env.tolist())) > 1
+    # a lane's start states do not depend on how many lanes are evaluated with it
+    np.testing.assert_array_equal(greedy_returns(algo, {"unused": jnp.zeros(2)}, num_envs=4),
+                                  per_seed[:2])
+
+
+def test_spread_literal():
+    from jaxrl_par.runner.evaluation import spread
+    from jaxrl_par.runner.figures import spread_fields
+
+    s = spread([1.0, 2.0, 3.0, float("nan")])  # the NaN seed finished no episode
+    # mean 2, population std sqrt(2/3) = 0.8165; sample std 1, standard error 1/sqrt(3),
+    # t(0.975, 2) = 4.3027: 2 -+ 4.3027 * 0.57735 = 2 -+ 2.4841
+    assert (s.mean, s.count) == (2.0, 3)
+    assert s.std == pytest.approx(0.81650, abs=1e-5)
+    assert s.ci95 == pytest.approx((-0.48414, 4.48414), abs=1e-5)
+    assert spread([5.0]).ci95 is None
+    assert spread_fields("r", [float("nan")]) == {"r": None, "r_std": None, "r_ci95": None}

@@ -93,3 +93,24 @@ def test_bad_n():
     x = jnp.zeros((2, 1))
     with pytest.raises(ValueError, match="n must be"):
         replay.nstep_transitions(x, x, x, x, x, x, None, 0.9, 0)
+
+
+@pytest.mark.parametrize(("T", "n"), [(1, 3), (2, 4), (3, 9)])
+def test_window_longer_than_rollout(T, n):
+    """n > T + 1 once gave [n, B] outputs (T=1, n=3) or a shape error (T=2, n=4): every
+    window stops at the rollout's end, so n > T gives the same windows as n = T."""
+    reward = jnp.arange(1.0, T + 1).reshape(T, 1)  # rewards 1, 2, 3
+    obs_t = reward + 10  # next obs 11, 12, 13
+    done = jnp.zeros((T, 1), bool)
+    out = replay.nstep_transitions(obs_t, obs_t, reward, done, done, obs_t, None, 0.5, n)
+    assert out.reward.shape == out.discount.shape == out.steps.shape == (T, 1)
+    assert out.next_obs.shape == (T, 1)
+    # T=3, gamma .5: t=0: 1 + .5*2 + .25*3 = 2.75; t=1: 2 + .5*3 = 3.5; t=2: 3; all
+    # bootstrap from the last next obs 13 with discount .5^(T - t).
+    expected = {1: [1.0], 2: [2.0, 2.0], 3: [2.75, 3.5, 3.0]}[T]
+    np.testing.assert_allclose(out.reward[:, 0], expected)
+    np.testing.assert_allclose(out.discount[:, 0], [0.5 ** (T - t) for t in range(T)])
+    np.testing.assert_allclose(out.next_obs[:, 0], [10.0 + T] * T)
+    np.testing.assert_array_equal(out.steps[:, 0], [T - t for t in range(T)])
+    same = replay.nstep_transitions(obs_t, obs_t, reward, done, done, obs_t, None, 0.5, T)
+    np.testing.assert_array_equal(out.reward, same.reward)

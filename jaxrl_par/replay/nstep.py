@@ -76,7 +76,8 @@ def nstep_transitions(
         final_obs: pytree like `obs_t`, the true last observation at steps that ended an
             episode (gymnax `info["final_observation"]`); None if `obs_t` never resets.
         gamma: discount factor.
-        n: static window length, >= 1.
+        n: static window length, >= 1; windows stop at the rollout's end, so any n > T
+            acts as n = T.
 
     Returns:
         `NStepTransitions`, T windows per env (see the module docstring).
@@ -99,7 +100,9 @@ def nstep_transitions(
     boot_final = jnp.zeros((num_steps, batch), bool)
     ended_terminal = jnp.zeros((num_steps, batch), bool)
     steps = jnp.zeros((num_steps, batch), jnp.int32)
-    for k in range(n):  # n is small and static: unrolled, vectorised over [T, B]
+    # n is small and static: unrolled, vectorised over [T, B]. No window reaches past the
+    # rollout's T steps, so a window length n > T gives the same transitions as n = T.
+    for k in range(min(n, num_steps)):
         active = alive & (t + k < num_steps)
         done_k = _shift(done, k)
         total = total + jnp.where(active, scale * _shift(reward, k).astype(jnp.float32), 0.0)

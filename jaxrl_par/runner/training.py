@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_par import envs, parallel
+from jaxrl_par import envs, parallel, presets
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.parallel.actor_learner import ActorLearner
@@ -291,8 +291,14 @@ def train(
     listeners: Sequence[listeners_lib.Listener] = (),
     max_chunk_seconds: float | None = loop.MAX_CHUNK_SECONDS,
     time_limit: float | None = None,
+    preset: str | presets.Preset | None = None,
 ) -> TrainResult:
     """Trains ``algo`` for ``algo.num_updates`` updates on every seed at once.
+
+    With ``preset`` (``"auto"``: the env's, or an env id, or a :class:`presets.Preset`),
+    ``algo`` is built again with the preset under its config (:func:`presets.apply`: a
+    preset field replaces a field still at its Config default) and ``config.json`` names
+    the preset; the default None trains ``algo`` exactly as built.
 
     Args:
       algo: an :class:`Algorithm` (``init``/``update`` pair).
@@ -393,6 +399,7 @@ def train(
     Returns:
       A :class:`TrainResult`.
     """
+    algo, preset = presets.remake(algo, preset)
     _check_arguments(algo, num_chunks, eval_envs, eval_every, devices=devices, pop=pop,
                      chunk_fn_factory=chunk_fn_factory, actor_learner=actor_learner,
                      async_workers=async_workers)
@@ -454,7 +461,8 @@ def train(
             pbt_lib.truncate_log(os.path.join(log_dir, records.PBT_LOG), done)
     # What config.json and each checkpoint record beside the config: the swept values,
     # and the module that registers a user's own env (load_run imports it).
-    extra = {**records.lanes_record(lanes), **envs.source_record(record.get("env"))}
+    extra = {**records.lanes_record(lanes), **envs.source_record(record.get("env")),
+             **(preset.record() if preset else {})}
     if log_dir and is_main:
         records.write_config(log_dir, {"config": record, "seeds": seed_list,
                                        "num_updates": num_updates,
