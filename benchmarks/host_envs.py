@@ -118,6 +118,8 @@ def main() -> int:
     p.add_argument("--solve", action="store_true",
                    help="also PPO's defaults (500,000 steps, 4 envs) on gymnasium:CartPole-v1")
     p.add_argument("--no-sac", action="store_true")
+    p.add_argument("--subprocesses-only", action="store_true",
+                   help="only envs in subprocesses: jaxrl_par's async, SB3's SubprocVecEnv")
     p.add_argument("--json", default="benchmarks/results/host_envs.json")
     args = p.parse_args()
     if args.case:
@@ -143,6 +145,8 @@ def main() -> int:
         if peers:
             cases += [("sb3:sac:4:subproc", args.sac_steps), ("sb3:sac:4:dummy",
                                                              args.sac_steps)]
+    if args.subprocesses_only:
+        cases = [(c, n) for c, n in cases if c.endswith((":async", ":subproc"))]
     if args.solve:
         cases.append(("jaxrl_par:ppo-defaults:4:async", 500_000))
     rows = []

@@ -1,12 +1,13 @@
 """BENCHMARKS.md's summary table, regenerated from fresh measurements on this machine.
 
 ``python -m benchmarks report --quick|--full`` runs each benchmark script of
-:data:`JOBS` (``benchmarks/ppo.py``, ``apex.py``, ``sac.py``, ``brax_ppo.py``,
-``brax_sac.py``, ``replay.py`` and ``jaxrl-par compare``) as a subprocess, with small
-fixed settings for ``--quick`` and the report's own settings for ``--full``; each writes
-its JSON under ``benchmarks/results/<quick|full>/``. Every line of :data:`LINES` reads
-one figure of ours and one of the peer from that JSON (:class:`Figures`) and is recorded
-with the machine, the date, the commit and the command that made it, in
+:data:`JOBS` (``benchmarks/ppo.py``, ``apex.py``, ``sac.py``, ``td3.py``,
+``brax_ppo.py``, ``brax_sac.py``, ``replay.py``, ``host_envs.py`` and ``jaxrl-par
+compare``) as a subprocess, with small fixed settings for ``--quick`` and the report's
+own settings for ``--full``; each writes its JSON under
+``benchmarks/results/<quick|full>/``. Every line of :data:`LINES` reads one figure of
+ours and one of the peer from that JSON (:class:`Figures`) and is recorded with the
+machine, the date, the commit and the command that made it, in
 ``benchmarks/results/report_<quick|full>.json``. The Markdown table rendered from that
 record (:func:`render`) replaces the text between :data:`START` and :data:`END` in
 BENCHMARKS.md; the prose around it stays.
@@ -136,6 +137,62 @@ def sac_rejax(data: dict) -> Figures:
                    note=f"{data['steps']:,} steps x {data['seeds']} seed(s), greedy returns")
 
 
+def td3_rejax(data: dict) -> Figures:
+    """TD3 on Pendulum (``td3.py``): training env steps/s and greedy returns at the end
+    (128 episodes per seed on each side)."""
+    med, greedy = data["median_env_steps_per_s"], data["greedy_return"]
+    return Figures(med["td3"], med["rejax"], "env steps/s", med["td3"] / med["rejax"],
+                   greedy["td3"], greedy["rejax"],
+                   note=f"{data['steps']:,} steps x {data['seeds']} seed(s), greedy returns")
+
+
+def _host_case(data: dict, case: str) -> dict | None:
+    return next((r for r in data["rows"] if r["case"] == case), None)
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or x != x else x  # NaN: no episode finished
+
+
+def host_ppo_sb3(data: dict) -> Figures | None:
+    """PPO on gymnasium CartPole in subprocesses (``host_envs.py``): ours on
+    AsyncVectorEnv against SB3 on SubprocVecEnv at the most envs both ran; env steps/s
+    and the return of the last episodes; the other env counts' ratios in the note."""
+    pairs = {}
+    for row in data["rows"]:
+        lib, algo, n, vec = row["case"].split(":")
+        if (lib, algo, vec) == ("jaxrl_par", "ppo", "async"):
+            peer = _host_case(data, f"sb3:ppo:{n}:subproc")
+            if peer is not None:
+                pairs[int(n)] = (row, peer)
+    if not pairs:
+        return None
+    n = max(pairs)
+    ours, peer = pairs[n]
+    others = ", ".join(f"{k} envs {o['steps_per_second'] / p['steps_per_second']:.2f}x"
+                       for k, (o, p) in sorted(pairs.items()) if k != n)
+    return Figures(ours["steps_per_second"], peer["steps_per_second"], "env steps/s",
+                   ours["steps_per_second"] / peer["steps_per_second"],
+                   _finite(ours["final_return"]), _finite(peer["final_return"]),
+                   note="; ".join(filter(None, [f"{n} envs, {ours['steps']:,} steps", others,
+                                                f"compile {ours['compile_seconds']:.0f} s apart"])))
+
+
+def host_sac_sb3(data: dict) -> Figures | None:
+    """SAC on gymnasium Pendulum, 4 envs in subprocesses (``host_envs.py``): ours on
+    AsyncVectorEnv against SB3 on SubprocVecEnv; env steps/s and the last episodes'
+    return."""
+    ours = _host_case(data, "jaxrl_par:sac:4:async")
+    peer = _host_case(data, "sb3:sac:4:subproc")
+    if ours is None or peer is None:
+        return None
+    return Figures(ours["steps_per_second"], peer["steps_per_second"], "env steps/s",
+                   ours["steps_per_second"] / peer["steps_per_second"],
+                   _finite(ours["final_return"]), _finite(peer["final_return"]),
+                   note=f"4 envs, {ours['steps']:,} steps; "
+                        f"compile {ours['compile_seconds']:.0f} s apart")
+
+
 def brax(data: dict) -> Figures:
     """Ours against Brax's trainer (``brax_ppo.py``/``brax_sac.py``), the first env:
     steady-state env steps/s and greedy returns at the end."""
@@ -230,6 +287,15 @@ JOBS: tuple[Job, ...] = (
         ("-m", "jaxrl_par", "compare", "--env", "CartPole-v1", "--seeds", "4", "--target", "475",
          "--repeats", "3", "--no-progress", "--out", "{dir}/compare_cartpole.json"),
         "compare_cartpole.json"),
+    Job("td3", ("benchmarks/td3.py", "--repeats", "1", "--seeds", "1", "--steps", "15000",
+                "--out", "{dir}/td3.json"),
+        ("benchmarks/td3.py", "--repeats", "2", "--seeds", "2", "--steps", "30000",
+         "--out", "{dir}/td3.json"), "td3.json", needs=("rejax",)),
+    Job("host-envs", ("benchmarks/host_envs.py", "--num-envs", "32", "--ppo-steps", "8192",
+                      "--sac-steps", "6000", "--subprocesses-only", "--json",
+                      "{dir}/host_envs.json"),
+        ("benchmarks/host_envs.py", "--json", "{dir}/host_envs.json"), "host_envs.json",
+        needs=("stable_baselines3",)),
 )
 
 _SCRIPT_PENDING = "no benchmark script for it yet; the row is filled once one is wired in JOBS"
@@ -248,8 +314,9 @@ LINES: tuple[Line, ...] = (
     Line("dqn-rejax", "DQN, CartPole-v1 (rejax's config)", "rejax", "dqn", dqn_throughput),
     Line("dqn-purejaxrl", "DQN, CartPole-v1", "PureJaxRL", None, pending=_SCRIPT_PENDING),
     Line("sac-rejax", "SAC, Pendulum-v1", "rejax", "sac", sac_rejax),
-    Line("sac-sb3", "SAC, Pendulum-v1", "SB3", None, pending=_SCRIPT_PENDING),
-    Line("td3-rejax", "TD3, Pendulum-v1", "rejax", None, pending=_SCRIPT_PENDING),
+    Line("sac-sb3", "SAC, Pendulum-v1 on host envs (gymnasium subprocesses)",
+         "SB3 SubprocVecEnv", "host-envs", host_sac_sb3),
+    Line("td3-rejax", "TD3, Pendulum-v1", "rejax", "td3", td3_rejax),
     Line("td3-sb3", "TD3, Pendulum-v1", "SB3", None, pending=_SCRIPT_PENDING),
     Line("ppo-brax", "PPO, Brax env", "Brax's PPO trainer", "brax-ppo", brax),
     Line("sac-brax", "SAC, Brax env", "Brax's SAC trainer", "brax-sac", brax),
@@ -257,8 +324,8 @@ LINES: tuple[Line, ...] = (
          "a plain XLA copy of its bytes", "replay", replay_copy),
     Line("replay-flashbax", "every other replay op, in a scan", "flashbax", "replay",
          replay_flashbax),
-    Line("host-ppo-sb3", "PPO on host envs (gymnasium subprocesses)", "SB3 SubprocVecEnv", None,
-         pending=_SCRIPT_PENDING),
+    Line("host-ppo-sb3", "PPO, CartPole-v1 on host envs (gymnasium subprocesses)",
+         "SB3 SubprocVecEnv", "host-envs", host_ppo_sb3),
     Line("paradigms", "paradigms against each other (`jaxrl-par compare`)", "each other",
          "compare", paradigms),
     Line("gpu", "every row above on a GPU", "as above", None, pending=_GPU,

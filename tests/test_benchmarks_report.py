@@ -140,3 +140,46 @@ def test_run_job_skips_a_missing_peer_and_names_a_kill(tmp_path):
     run = report.run_job(ok, "quick", tmp_path, 60, say)
     assert run["status"] == report.MEASURED and run["data"] == {"median": 2.5}
     assert json.loads((tmp_path / "x.json").read_text()) == {"median": 2.5}
+
+
+def test_td3_reader():
+    data = {  # shaped like benchmarks/td3.py's JSON
+        "steps": 30_000, "seeds": 2,
+        "median_env_steps_per_s": {"td3": 1_000.0, "rejax": 400.0},
+        "greedy_return": {"td3": -150.0, "rejax": -160.0},
+    }
+    fig = report.td3_rejax(data)
+    assert (fig.ours, fig.theirs, fig.unit) == (1_000.0, 400.0, "env steps/s")
+    assert fig.ratio == 2.5  # 1,000 / 400
+    assert (fig.ours_return, fig.peer_return) == (-150.0, -160.0)
+    assert fig.note.startswith("30,000 steps x 2 seed(s)")
+
+
+def _host(case: str, steps_per_second: float, final_return: float, steps: int = 8192) -> dict:
+    return {"case": case, "steps": steps, "steps_per_second": steps_per_second,
+            "train_seconds": steps / steps_per_second, "compile_seconds": 40.0,
+            "final_return": final_return}
+
+
+def test_host_env_readers():
+    rows = [  # shaped like benchmarks/host_envs.py's JSON
+        _host("jaxrl_par:ppo:8:async", 2_000.0, 40.0),
+        _host("jaxrl_par:ppo:8:sync", 4_000.0, 40.0),
+        _host("sb3:ppo:8:subproc", 500.0, 38.0),
+        _host("jaxrl_par:ppo:32:async", 3_000.0, 30.0),
+        _host("sb3:ppo:32:subproc", 1_000.0, 25.0),
+        _host("sb3:ppo:32:dummy", 1_500.0, 25.0),
+        _host("jaxrl_par:sac:4:async", 750.0, -900.0, 6_000),
+        _host("sb3:sac:4:subproc", 150.0, float("nan"), 6_000),
+    ]
+    ppo = report.host_ppo_sb3({"rows": rows})
+    # the most envs both ran: 32; 3,000 / 1,000 = 3.0; at 8 envs 2,000 / 500 = 4.00x
+    assert (ppo.ours, ppo.theirs, ppo.ratio) == (3_000.0, 1_000.0, 3.0)
+    assert (ppo.ours_return, ppo.peer_return) == (30.0, 25.0)
+    assert ppo.note.startswith("32 envs, 8,192 steps; 8 envs 4.00x")
+    sac = report.host_sac_sb3({"rows": rows})
+    assert (sac.ours, sac.theirs, sac.ratio) == (750.0, 150.0, 5.0)  # 750 / 150
+    assert (sac.ours_return, sac.peer_return) == (-900.0, None)  # NaN: no episode ended
+    # without SB3 the script writes jaxrl_par's rows only: neither row has a figure
+    ours_only = {"rows": [r for r in rows if r["case"].startswith("jaxrl_par")]}
+    assert report.host_ppo_sb3(ours_only) is None and report.host_sac_sb3(ours_only) is None
