@@ -14,7 +14,7 @@ from jaxrl_par.algos.q_common import NStepCarry, init_nstep_carry, to_transition
 from jaxrl_par.envs import host
 from jaxrl_par.losses.returns import gae_advantages
 from jaxrl_par.parallel.host_loop import HostLoop
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner import checkpoints
 from jaxrl_par.runner.training import train
 
 
@@ -171,7 +171,7 @@ def test_nstep_windows_bootstrap_truncation_and_stop_at_termination():
 
 
 def _leaves(result):
-    return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+    return [np.asarray(jax.random.key_data(x) if checkpoints.is_key(x) else x)
             for x in jax.tree.leaves(result.state)]
 
 

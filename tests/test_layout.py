@@ -87,9 +87,9 @@ LAYERS = {
     "losses": 1,
     "networks": 2, "replay": 2, "envs": 2, "blocks": 2,
     "algos": 3,
-    "parallel": 4,
+    "parallel": 4, "presets": 4,
     "runner": 5,
-    "cli": 6, "cli_use": 6, "__main__": 6,
+    "cli": 6, "cli_use": 6, "failures": 6, "__main__": 6,
 }
 
 

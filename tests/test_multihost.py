@@ -75,8 +75,8 @@ def test_two_process_ppo_matches_single_process(tmp_path):
 
 
 def _worker(port: int, process_id: int, out_dir: str) -> None:
-    """Process 1 first trains the one-device reference on its own device (while process
-    0 compiles the sharded run), then both train data-parallel over the two processes."""
+    """Each process first trains the one-device reference on its own device (process 1
+    keeps it), then both train data-parallel over the two processes."""
     # Join before importing jaxrl_par: importing gymnax creates arrays, after which
     # jax.distributed.initialize refuses (see jaxrl_par.parallel.initialize).
     import jax
@@ -106,8 +106,11 @@ def _worker(port: int, process_id: int, out_dir: str) -> None:
                 arrays["mu" + jax.tree_util.keystr(p)] = np.asarray(x)
         np.savez(path, **arrays)
 
+    # Both processes train the reference on their own device, so they reach the sharded
+    # run's first cross-process step (the checkpoint store's set-up) together, within
+    # the coordination service's 30 s barrier timeout, however loaded the machine.
+    ref = train(ppo.make(cfg), [0, 0], num_chunks=2, progress=False, hparams=lanes)
     if process_id == 1:
-        ref = train(ppo.make(cfg), [0, 0], num_chunks=2, progress=False, hparams=lanes)
         dump(os.path.join(out_dir, "reference.npz"), ref.state, ref.metrics["loss"])
     dp = ppo.make(dataclasses.replace(cfg, axis_name=axes.DATA))
     out = train(dp, [0, 0], num_chunks=2, progress=False, devices=2,

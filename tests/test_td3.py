@@ -189,7 +189,7 @@ def test_a_killed_run_resumes_as_if_never_stopped_and_evaluates(tmp_path, capsys
     from killed import train_killed_after
 
     from jaxrl_par.cli import main
-    from jaxrl_par.runner import checkpoint
+    from jaxrl_par.runner import checkpoints
 
     cfg = ddpg.Config(num_envs=2, num_steps=8, total_timesteps=2 * 8 * 8, buffer_size=128,
                       batch_size=8, learning_starts=32, train_frequency=4, hidden_sizes=(8,),
@@ -201,7 +201,7 @@ def test_a_killed_run_resumes_as_if_never_stopped_and_evaluates(tmp_path, capsys
     resumed = train(algo, [0, 1], num_chunks=4, progress=False, log_dir=log, resume=True)
     assert resumed.updates_run == 4
     for x, y in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state), strict=True):
-        if checkpoint.is_key(x):
+        if checkpoints.is_key(x):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(x, y)
     assert main(["eval", log, "--eval-envs", "2", "--json"]) == 0
