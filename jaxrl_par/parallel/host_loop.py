@@ -3,7 +3,7 @@
 device.
 
 An algorithm whose update is split at the env step (:class:`~jaxrl_par.algos.base.HostSteps`:
-PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each update as
+PPO, DQN, SAC, DDPG, TD3, and any algorithm that gives the same two pieces) runs each update as
 ``num_steps`` host steps and one learning call::
 
     for t in range(T):
@@ -11,6 +11,7 @@ PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each updat
         envs.step_async(action)              # the subprocesses step...
         ...record the previous step...       # ...while the host stores what it has
         obs, timestep = envs.step_wait()
+        state = observe(state, action, timestep.done)   # only with HostSteps.observe
     state, metrics = learn(state, rollout)   # jitted; dispatched, not waited for
 
 The host loop only moves observations and actions. Calls to the device are dispatched
