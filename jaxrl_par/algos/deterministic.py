@@ -15,7 +15,8 @@ target_policy_smoothing`). After every ``policy_delay`` critic steps the actor t
 step on the deterministic policy gradient of the first critic and the target actor and
 critics move towards the online ones by Polyak averaging (``tau``). Truncated episodes
 bootstrap from ``final_obs``, terminated ones do not. One ``update`` does the acting and
-the learning, inside jit.
+the learning, inside jit; on host envs (``gymnasium:<id>``) the same maths is split at the
+env step (``Algorithm.host_steps``), the OU state kept between steps by its ``observe``.
 
 DDPG is this with one critic, no target smoothing and ``policy_delay=1``; TD3 with twin
 critics, ``target_noise=0.2`` clipped at 0.5 and ``policy_delay=2``: the two modules
