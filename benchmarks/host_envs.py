@@ -34,6 +34,7 @@ SAC_HP = {"num_envs": 4, "learning_starts": 5_000, "batch_size": 256, "learning_
 # TD3's on both sides: one critic step per env step (4 per step of the 4 envs), an actor
 # and target step per 2 critic steps, noises in half-widths of the action box (SB3 acts
 # and stores actions scaled to [-1, 1]), 64-64 networks.
+TORCH_THREADS = 0  # SB3's torch threads (0: torch's default, one per core); --torch-threads
 TD3_HP = {"num_envs": 4, "learning_starts": 1_000, "batch_size": 256, "learning_rate": 3e-4,
           "gamma": 0.99, "tau": 0.005, "policy_delay": 2, "exploration_noise": 0.1,
           "target_noise": 0.2, "target_noise_clip": 0.5}
@@ -79,6 +80,8 @@ def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
     from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
+    if TORCH_THREADS:
+        torch.set_num_threads(TORCH_THREADS)
     vec_cls = SubprocVecEnv if vector_env == "subproc" else DummyVecEnv
     if algo_name == "ppo":
         env = make_vec_env("CartPole-v1", n_envs=num_envs, seed=0, vec_env_cls=vec_cls)
@@ -138,7 +141,8 @@ def one_case(case: str, steps: int) -> dict:
 
 def fresh(case: str, steps: int) -> dict | None:
     """:func:`one_case` in a fresh process (None if it failed)."""
-    out = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps)],
+    out = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps),
+                          "--torch-threads", str(TORCH_THREADS)],
                          capture_output=True, text=True, env=dict(os.environ))
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
@@ -160,8 +164,13 @@ def main() -> int:
     p.add_argument("--no-ppo", action="store_true")
     p.add_argument("--no-sac", action="store_true")
     p.add_argument("--no-td3", action="store_true")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="SB3's torch intra-op threads (0: torch's default); on a loaded host "
+                        "torch's default threads can slow it many times over")
     p.add_argument("--json", default="benchmarks/results/host_envs.json")
     args = p.parse_args()
+    global TORCH_THREADS
+    TORCH_THREADS = args.torch_threads
     if args.case:
         print(json.dumps(one_case(args.case, args.steps)))
         return 0
@@ -225,7 +234,7 @@ def main() -> int:
                       "gradient steps/s")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"rows": rows, "cpu_count": os.cpu_count(),
+        json.dump({"rows": rows, "cpu_count": os.cpu_count(), "torch_threads": TORCH_THREADS,
                    "load_average": os.getloadavg()}, f, indent=1)
     return 0
 
