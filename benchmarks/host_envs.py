@@ -1,15 +1,18 @@
-"""Host vector envs: jaxrl_par's PPO and SAC on gymnasium envs stepped in subprocesses
+"""Host vector envs: jaxrl_par's PPO, SAC and TD3 on gymnasium envs stepped in subprocesses
 (gymnasium's AsyncVectorEnv) or in-process (SyncVectorEnv), against stable-baselines3's
-PPO and SAC on SubprocVecEnv and DummyVecEnv at the same num_envs and hyperparameters.
+PPO, SAC and TD3 on SubprocVecEnv and DummyVecEnv at the same num_envs and
+hyperparameters.
 
 Every case runs in a fresh process, as its users run it; throughput is env steps per
 second of the training loop (jaxrl_par's compile time is reported apart; SB3 compiles
-nothing). For jaxrl_par the host loop's timing says how the wall clock split between
+nothing); for the replay learners (SAC, TD3) also gradient (critic) steps per second,
+``updates_per_second``. For jaxrl_par the host loop's timing says how the wall clock split between
 stepping the envs, waiting for the device, and the host's own work.
 
     python benchmarks/host_envs.py                       # the table, and JSON
     python benchmarks/host_envs.py --ppo-steps 100000 --sac-steps 30000 --solve
     python benchmarks/host_envs.py --case jaxrl_par:ppo:8:async --steps 50000   # one case
+    python benchmarks/host_envs.py --no-ppo --no-sac --td3-steps 10000           # TD3 only
 
 Needs ``pip install stable-baselines3`` for the peers (they are skipped without it).
 """
@@ -28,10 +31,19 @@ PPO_HP = {"num_steps": 128, "update_epochs": 4, "num_minibatches": 4, "learning_
           "vf_coef": 0.5, "max_grad_norm": 0.5}
 SAC_HP = {"num_envs": 4, "learning_starts": 5_000, "batch_size": 256, "learning_rate": 3e-4,
           "gamma": 0.99, "tau": 0.005}
+# TD3's on both sides: one critic step per env step (4 per step of the 4 envs), an actor
+# and target step per 2 critic steps, noises in half-widths of the action box (SB3 acts
+# and stores actions scaled to [-1, 1]), 64-64 networks.
+TORCH_THREADS = 0  # SB3's torch threads (0: torch's default, one per core); --torch-threads
+TD3_HP = {"num_envs": 4, "learning_starts": 1_000, "batch_size": 256, "learning_rate": 3e-4,
+          "gamma": 0.99, "tau": 0.005, "policy_delay": 2, "exploration_noise": 0.1,
+          "target_noise": 0.2, "target_noise_clip": 0.5}
 
 
 def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
-    from jaxrl_par.algos import ppo, sac
+    import numpy as np
+
+    from jaxrl_par.algos import ppo, sac, td3
     from jaxrl_par.parallel.host_loop import HostLoop
     from jaxrl_par.runner.training import train
 
@@ -39,13 +51,22 @@ def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) ->
         cfg = ppo.Config(env="gymnasium:CartPole-v1", num_envs=num_envs,
                          total_timesteps=steps, **PPO_HP)
         algo = ppo.make(cfg)
-    else:
+    elif algo_name == "sac":
         cfg = sac.Config(env="gymnasium:Pendulum-v1", total_timesteps=steps, **SAC_HP)
         algo = sac.make(cfg)
+    else:
+        cfg = td3.Config(env="gymnasium:Pendulum-v1", total_timesteps=steps,
+                         hidden_sizes=(64, 64), train_frequency=1, **TD3_HP)
+        algo = td3.make(cfg)
     loop = HostLoop(algo, vector_env)
     result = train(algo, 0, progress=False, num_chunks=10, vector_env=loop)
     loop.close()
-    return {"steps_per_second": result.steps_per_second,
+    updates = {}
+    if algo_name in ("sac", "td3"):
+        gradient_steps = int(np.asarray(result.state.gradient_steps)[0])
+        updates = {"gradient_steps": gradient_steps,
+                   "updates_per_second": gradient_steps / result.train_seconds}
+    return {**updates, "steps_per_second": result.steps_per_second,
             "train_seconds": result.train_seconds, "compile_seconds": result.compile_seconds,
             "final_return": float(result.final_returns(0.05)[0]),
             "busy": loop.timing.fractions()}
@@ -54,10 +75,13 @@ def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) ->
 def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
     import numpy as np
     import torch
-    from stable_baselines3 import PPO, SAC
+    from stable_baselines3 import PPO, SAC, TD3
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
+    if TORCH_THREADS:
+        torch.set_num_threads(TORCH_THREADS)
     vec_cls = SubprocVecEnv if vector_env == "subproc" else DummyVecEnv
     if algo_name == "ppo":
         env = make_vec_env("CartPole-v1", n_envs=num_envs, seed=0, vec_env_cls=vec_cls)
@@ -71,6 +95,19 @@ def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
                     max_grad_norm=hp["max_grad_norm"], device="cpu", seed=0,
                     policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]},
                                    "activation_fn": torch.nn.Tanh})
+    elif algo_name == "td3":
+        hp = TD3_HP
+        env = make_vec_env("Pendulum-v1", n_envs=hp["num_envs"], seed=0, vec_env_cls=vec_cls)
+        dim = env.action_space.shape[0]
+        model = TD3("MlpPolicy", env, learning_starts=hp["learning_starts"],
+                    batch_size=hp["batch_size"], learning_rate=hp["learning_rate"],
+                    gamma=hp["gamma"], tau=hp["tau"], train_freq=1,
+                    gradient_steps=hp["num_envs"], policy_delay=hp["policy_delay"],
+                    action_noise=NormalActionNoise(np.zeros(dim),
+                                                   hp["exploration_noise"] * np.ones(dim)),
+                    target_policy_noise=hp["target_noise"],
+                    target_noise_clip=hp["target_noise_clip"], device="cpu", seed=0,
+                    policy_kwargs={"net_arch": [64, 64]})
     else:
         hp = SAC_HP
         env = make_vec_env("Pendulum-v1", n_envs=hp["num_envs"], seed=0, vec_env_cls=vec_cls)
@@ -85,7 +122,12 @@ def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
     seconds = time.perf_counter() - t
     returns = [info["r"] for info in model.ep_info_buffer]
     env.close()
-    return {"steps_per_second": steps / seconds, "train_seconds": seconds,
+    updates = {}
+    if algo_name in ("sac", "td3"):
+        gradient_steps = model._n_updates  # SB3 counts its gradient steps here
+        updates = {"gradient_steps": gradient_steps,
+                   "updates_per_second": gradient_steps / seconds}
+    return {**updates, "steps_per_second": steps / seconds, "train_seconds": seconds,
             "compile_seconds": 0.0,
             "final_return": float(np.mean(returns)) if returns else float("nan")}
 
@@ -99,7 +141,8 @@ def one_case(case: str, steps: int) -> dict:
 
 def fresh(case: str, steps: int) -> dict | None:
     """:func:`one_case` in a fresh process (None if it failed)."""
-    out = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps)],
+    out = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps),
+                          "--torch-threads", str(TORCH_THREADS)],
                          capture_output=True, text=True, env=dict(os.environ))
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
@@ -117,11 +160,19 @@ def main() -> int:
     p.add_argument("--num-envs", type=int, nargs="+", default=[8, 32])
     p.add_argument("--solve", action="store_true",
                    help="also PPO's defaults (500,000 steps, 4 envs) on gymnasium:CartPole-v1")
+    p.add_argument("--td3-steps", type=int, default=30_000)
+    p.add_argument("--no-ppo", action="store_true")
     p.add_argument("--no-sac", action="store_true")
     p.add_argument("--subprocesses-only", action="store_true",
                    help="only envs in subprocesses: jaxrl_par's async, SB3's SubprocVecEnv")
+    p.add_argument("--no-td3", action="store_true")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="SB3's torch intra-op threads (0: torch's default); on a loaded host "
+                        "torch's default threads can slow it many times over")
     p.add_argument("--json", default="benchmarks/results/host_envs.json")
     args = p.parse_args()
+    global TORCH_THREADS
+    TORCH_THREADS = args.torch_threads
     if args.case:
         print(json.dumps(one_case(args.case, args.steps)))
         return 0
@@ -133,7 +184,7 @@ def main() -> int:
               "(pip install stable-baselines3)", file=sys.stderr)
         peers = False
     cases = []
-    for n in args.num_envs:
+    for n in [] if args.no_ppo else args.num_envs:
         cases += [(f"jaxrl_par:ppo:{n}:async", args.ppo_steps),
                   (f"jaxrl_par:ppo:{n}:sync", args.ppo_steps)]
         if peers:
@@ -145,13 +196,19 @@ def main() -> int:
         if peers:
             cases += [("sb3:sac:4:subproc", args.sac_steps), ("sb3:sac:4:dummy",
                                                              args.sac_steps)]
+    if not args.no_td3:
+        cases += [("jaxrl_par:td3:4:async", args.td3_steps), ("jaxrl_par:td3:4:sync",
+                                                             args.td3_steps)]
+        if peers:
+            cases += [("sb3:td3:4:subproc", args.td3_steps), ("sb3:td3:4:dummy",
+                                                             args.td3_steps)]
     if args.subprocesses_only:
         cases = [(c, n) for c, n in cases if c.endswith((":async", ":subproc"))]
     if args.solve:
         cases.append(("jaxrl_par:ppo-defaults:4:async", 500_000))
     rows = []
     print(f"{'case':32s} {'steps':>8s} {'steps/s':>9s} {'train s':>8s} {'compile s':>9s} "
-          f"{'return':>8s}  busy (env/device/host)")
+          f"{'return':>8s} {'updates/s':>9s}  busy (env/device/host)")
     for case, steps in cases:
         defaults = case.startswith("jaxrl_par:ppo-defaults")
         row = fresh_defaults() if defaults else fresh(case, steps)
@@ -163,16 +220,25 @@ def main() -> int:
                   if busy else "-")
         print(f"{row['case']:32s} {row['steps']:8d} {row['steps_per_second']:9.0f} "
               f"{row['train_seconds']:8.1f} {row['compile_seconds']:9.1f} "
-              f"{row['final_return']:8.1f}  {busy_s}", flush=True)
+              f"{row['final_return']:8.1f} {row.get('updates_per_second', float('nan')):9.0f}"
+              f"  {busy_s}", flush=True)
     for n in args.num_envs:
         ours = _find(rows, f"jaxrl_par:ppo:{n}:async")
         peer = _find(rows, f"sb3:ppo:{n}:subproc")
         if ours and peer:
             print(f"PPO, {n} subprocess envs: jaxrl_par / SB3 = "
                   f"{ours['steps_per_second'] / peer['steps_per_second']:.2f}x env steps/s")
+    for name in ("sac", "td3"):
+        for ours_env, peer_env in (("async", "subproc"), ("sync", "dummy")):
+            ours = _find(rows, f"jaxrl_par:{name}:4:{ours_env}")
+            peer = _find(rows, f"sb3:{name}:4:{peer_env}")
+            if ours and peer:
+                print(f"{name.upper()}, 4 {ours_env}/{peer_env} envs: jaxrl_par / SB3 = "
+                      f"{ours['updates_per_second'] / peer['updates_per_second']:.2f}x "
+                      "gradient steps/s")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"rows": rows, "cpu_count": os.cpu_count(),
+        json.dump({"rows": rows, "cpu_count": os.cpu_count(), "torch_threads": TORCH_THREADS,
                    "load_average": os.getloadavg()}, f, indent=1)
     return 0
 

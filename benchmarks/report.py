@@ -292,7 +292,7 @@ JOBS: tuple[Job, ...] = (
         ("benchmarks/td3.py", "--repeats", "2", "--seeds", "2", "--steps", "30000",
          "--out", "{dir}/td3.json"), "td3.json", needs=("rejax",)),
     Job("host-envs", ("benchmarks/host_envs.py", "--num-envs", "32", "--ppo-steps", "8192",
-                      "--sac-steps", "6000", "--subprocesses-only", "--json",
+                      "--sac-steps", "6000", "--no-td3", "--subprocesses-only", "--json",
                       "{dir}/host_envs.json"),
         ("benchmarks/host_envs.py", "--json", "{dir}/host_envs.json"), "host_envs.json",
         needs=("stable_baselines3",)),

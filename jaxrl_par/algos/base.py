@@ -94,11 +94,16 @@ class HostSteps(NamedTuple):
         ``update`` returns them.
       warmup_learn: ``learn`` without its learning branch, for the
         ``Algorithm.warmup_updates`` (as ``Algorithm.warmup_update``), or None.
+      observe: ``observe(state, action, done [N]) -> state`` after each env step, for
+        acting that carries state from step to step (the OU noise of DDPG and TD3,
+        restarted at episode ends): ``action`` is the step's ``HostAction``. None: the
+        state does not change while acting.
     """
 
     act: Callable
     learn: Callable
     warmup_learn: Callable | None = None
+    observe: Callable | None = None
 
 
 class Algorithm(NamedTuple):

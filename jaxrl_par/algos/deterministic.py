@@ -15,7 +15,8 @@ target_policy_smoothing`). After every ``policy_delay`` critic steps the actor t
 step on the deterministic policy gradient of the first critic and the target actor and
 critics move towards the online ones by Polyak averaging (``tau``). Truncated episodes
 bootstrap from ``final_obs``, terminated ones do not. One ``update`` does the acting and
-the learning, inside jit.
+the learning, inside jit; on host envs (``gymnasium:<id>``) the same maths is split at the
+env step (``Algorithm.host_steps``), the OU state kept between steps by its ``observe``.
 
 DDPG is this with one critic, no target smoothing and ``policy_delay=1``; TD3 with twin
 critics, ``target_noise=0.2`` clipped at 0.5 and ``policy_delay=2``: the two modules
@@ -38,7 +39,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, clipped_adam
+from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
 from jaxrl_par.algos.config import ReplaySchedule, algorithm_name
 from jaxrl_par.algos.fields import (
     Critics,
@@ -54,7 +55,9 @@ from jaxrl_par.algos.fields import (
     configclass,
     field,
 )
+from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.exploration import gaussian_exploration, ou_noise_reset, ou_noise_step
+from jaxrl_par.envs import host
 from jaxrl_par.losses.soft_actor_critic import (
     clipped_double_q_target,
     deterministic_policy_gradient_loss,
@@ -105,7 +108,7 @@ class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFreque
         name = algorithm_name(self)
         hyper.check_sweep(self)
         envs.check_env_id(self.env)
-        if envs.make(self.env, 1).discrete:
+        if envs.spec(self.env).discrete:
             raise ValueError(f"{name}.Config: {self.env} has discrete actions; {name} takes a "
                              "continuous (Box) action space: train dqn or ppo on it "
                              f"(jaxrl-par train dqn --env {self.env})")
@@ -169,7 +172,8 @@ class _Learner(NamedTuple):
 def make(config: Config) -> Algorithm:
     """Builds the pure ``init`` and ``update`` of DDPG or TD3 for ``config``."""
     cfg = config
-    spec = envs.make(cfg.env, 1)
+    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
+    spec = envs.spec(cfg.env)
     low, high = (jnp.broadcast_to(jnp.asarray(b, jnp.float32), spec.action_shape)
                  for b in spec.action_bounds)
     action_dim = spec.num_actions
@@ -201,10 +205,27 @@ def make(config: Config) -> Algorithm:
             actor_params=actor_params, critic_params=critic_params,
             target_actor_params=actor_params, target_critic_params=critic_params,
             actor_opt=tx_actor.init(actor_params), critic_opt=tx_critic.init(critic_params),
-            noise=jnp.zeros((local_env().num_envs, action_dim), jnp.float32),
-            env_state=local_env().reset(axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+            noise=jnp.zeros((axes.local_size(cfg.num_envs, cfg.axis_name), action_dim),
+                            jnp.float32),
+            env_state=None if on_host else local_env().reset(
+                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
             buffer=buf.init(example), key=k_run, env_steps=jnp.int32(0),
             gradient_steps=jnp.int32(0), update_count=jnp.int32(0), hparams=hyper.init(cfg))
+
+    def exploring(actor_params, obs, eps, x, warm, hp):
+        """``(action [N, D], ou_state [N, D])``: one step's actions at ``obs [N, ...]``
+        from the standard normal draws ``eps [N, D]``: uniform over the box (``eps``
+        through the normal CDF) while ``warm``, else the actor's plus Gaussian noise or
+        the OU process ``x`` advanced by ``eps`` (returned; ``x`` unchanged if
+        Gaussian)."""
+        mu = actor.apply(actor_params, obs)
+        if cfg.exploration == "ou":
+            x = ou_noise_step(x, eps, cfg.ou_theta, hp.exploration_noise, cfg.ou_dt)
+            explore = gaussian_exploration(mu, x, 1.0, low, high)
+        else:
+            explore = gaussian_exploration(mu, eps, hp.exploration_noise, low, high)
+        uniform = low + jax.scipy.special.ndtr(eps) * (high - low)
+        return jnp.where(warm, uniform, explore), x
 
     def act_steps(state: State, key: jax.Array, warm: jax.Array, hp):
         """``num_steps`` steps of every env: uniform actions while ``warm``, else the
@@ -221,14 +242,7 @@ def make(config: Config) -> Algorithm:
             env_state, x = carry
             eps_t, keys_t = xs
             obs = env_state.obs
-            mu = actor.apply(state.actor_params, obs)
-            if cfg.exploration == "ou":
-                x = ou_noise_step(x, eps_t, cfg.ou_theta, hp.exploration_noise, cfg.ou_dt)
-                explore = gaussian_exploration(mu, x, 1.0, low, high)
-            else:
-                explore = gaussian_exploration(mu, eps_t, hp.exploration_noise, low, high)
-            uniform = low + jax.scipy.special.ndtr(eps_t) * (high - low)
-            action = jnp.where(warm, uniform, explore)
+            action, x = exploring(state.actor_params, obs, eps_t, x, warm, hp)
             env_state, ts = env.step(keys_t, env_state, action)
             if cfg.exploration == "ou":
                 x = ou_noise_reset(x, ts.done)
@@ -310,9 +324,16 @@ def make(config: Config) -> Algorithm:
         which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
         vmap, where the ``lax.cond`` below computes both branches."""
         hp = hyper.view(cfg, state.hparams)
-        key, k_act, k_learn = jax.random.split(state.key, 3)
+        key, k_act, k_learn = host_steps.update_keys(state.key)
         warm = state.env_steps < cfg.learning_starts
         env_state, noise, (obs, action, ts) = act_steps(state, k_act, warm, hp)
+        return learn_steps(state.replace(env_state=env_state, noise=noise, key=key), obs,
+                           action, ts, k_learn, warmup)
+
+    def learn_steps(state: State, obs, action, ts: envs.Timestep, k_learn: jax.Array,
+                    warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+        """An update's storing and learning from its ``T`` steps (``[T, N, ...]``),
+        ``state`` holding the envs' state, the OU noise and the key after them."""
 
         def flat(x):
             return x.reshape((-1,) + x.shape[2:])
@@ -335,11 +356,32 @@ def make(config: Config) -> Algorithm:
         metrics["gradient_steps"] = gradient_steps.astype(jnp.float32)
         metrics = axes.pmean(metrics, cfg.axis_name)
         metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        new_state = State(**learner._asdict(), noise=noise, env_state=env_state,
-                          buffer=buffer, key=key, env_steps=env_steps,
+        new_state = State(**learner._asdict(), noise=state.noise, env_state=state.env_state,
+                          buffer=buffer, key=state.key, env_steps=env_steps,
                           gradient_steps=gradient_steps,
                           update_count=state.update_count + 1, hparams=state.hparams)
         return new_state, metrics
+
+    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
+        """Step ``t`` of the update on host envs, as :func:`act_steps` acts (its normal
+        draws from the step's key); the extras hold the advanced OU state (None if
+        Gaussian), which :func:`host_observe` keeps."""
+        hp = hyper.view(cfg, state.hparams)
+        eps = jax.random.normal(host_steps.step_key(state.key, t), (obs.shape[0], action_dim))
+        warm = state.env_steps < cfg.learning_starts
+        action, x = exploring(state.actor_params, obs, eps, state.noise, warm, hp)
+        return host_steps.HostAction(action, action, x if cfg.exploration == "ou" else None)
+
+    def host_observe(state: State, action: host_steps.HostAction, done: jax.Array) -> State:
+        """The state after a host step ending the episodes ``done [N]``: the OU state
+        of the step, restarted where an episode ended."""
+        return state.replace(noise=ou_noise_reset(action.extras, done))
+
+    def host_learn(state: State, traj: host_steps.Rollout, warmup: bool = False):
+        """:func:`learn_steps` from a host rollout."""
+        key, _, k_learn = host_steps.update_keys(state.key)
+        return learn_steps(state.replace(key=key), traj.obs, traj.action, traj.timestep,
+                           k_learn, warmup)
 
     def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """The deterministic policy's action, inside the action box."""
@@ -349,13 +391,16 @@ def make(config: Config) -> Algorithm:
     return Algorithm(
         config=cfg,
         init=init,
-        update=update,
+        update=host.compiled_update if on_host else update,
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.env_steps_per_update,
         act=act,
         hyperparams=cfg.sweep,
         warmup_update=functools.partial(update, warmup=True),
         axis_name=cfg.axis_name,
-        data_parallel=True,
+        data_parallel=not on_host,
         warmup_updates=cfg.warmup_updates,
+        host_steps=HostSteps(host_act, host_learn, functools.partial(host_learn, warmup=True),
+                             host_observe if cfg.exploration == "ou" else None)
+        if on_host else None,
     )

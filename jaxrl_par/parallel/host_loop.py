@@ -3,7 +3,7 @@
 device.
 
 An algorithm whose update is split at the env step (:class:`~jaxrl_par.algos.base.HostSteps`:
-PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each update as
+PPO, DQN, SAC, DDPG, TD3, and any algorithm that gives the same two pieces) runs each update as
 ``num_steps`` host steps and one learning call::
 
     for t in range(T):
@@ -11,6 +11,7 @@ PPO, DQN, SAC, and any algorithm that gives the same two pieces) runs each updat
         envs.step_async(action)              # the subprocesses step...
         ...record the previous step...       # ...while the host stores what it has
         obs, timestep = envs.step_wait()
+        state = observe(state, action, timestep.done)   # only with HostSteps.observe
     state, metrics = learn(state, rollout)   # jitted; dispatched, not waited for
 
 The host loop only moves observations and actions. Calls to the device are dispatched
@@ -99,6 +100,8 @@ class HostLoop:
         self._learn = jax.jit(jax.vmap(steps.learn))
         self._warmup_learn = (jax.jit(jax.vmap(steps.warmup_learn))
                               if steps.warmup_learn is not None else None)
+        self._observe = (jax.jit(jax.vmap(steps.observe))
+                         if steps.observe is not None else None)
 
     def close(self) -> None:
         """Closes the envs (their subprocesses)."""
@@ -121,7 +124,10 @@ class HostLoop:
         cfg = self.algo.config
         self.start(state)
         obs = np.zeros_like(self._lane_obs())
-        action = jax.device_get(self._act(state, obs, np.int32(0)))
+        action = self._act(state, obs, np.int32(0))
+        if self._observe is not None:
+            jax.block_until_ready(self._observe(state, action, np.zeros(obs.shape[:2], bool)))
+        action = jax.device_get(action)
         zeros = [{k: np.zeros_like(v) for k, v in self._empty_step().items()}
                  ] * cfg.num_steps
         rollout = self._rollout_arrays([obs] * cfg.num_steps, [action] * cfg.num_steps,
@@ -157,11 +163,16 @@ class HostLoop:
     def rollout(self, state: Any) -> Rollout:
         """``num_steps`` steps of every lane's envs acting with ``state``: a
         :class:`Rollout` ``[S, T, N, ...]``, as ``learn`` takes it."""
+        return self.observed_rollout(state)[1]
+
+    def observed_rollout(self, state: Any) -> tuple[Any, Rollout]:
+        """``(state, rollout)``: :meth:`rollout` and the state after its steps (changed
+        only by ``HostSteps.observe``)."""
         timing, lanes = self.timing, self.host_envs
         obs_rows, actions, steps = [], [], []
         obs = self._lane_obs()
         for t in range(self.algo.config.num_steps):
-            action = self._act(state, obs, np.int32(t))
+            action = on_device = self._act(state, obs, np.int32(t))
             t0 = time.perf_counter()
             action = jax.device_get(action)  # waits for the device
             t1 = time.perf_counter()
@@ -179,8 +190,10 @@ class HostLoop:
                                  "episode_return", "episode_length")}
             step["obs"] = obs
             steps.append(step)
+            if self._observe is not None:
+                state = self._observe(state, on_device, step["terminated"] | step["truncated"])
         timing.env_steps += self.algo.config.num_steps * self.algo.config.num_envs * len(lanes)
-        return self._rollout_arrays(obs_rows, actions, steps)
+        return state, self._rollout_arrays(obs_rows, actions, steps)
 
     def _chunk(self, state: Any, start: int, chunk_updates: int):
         algo = self.algo
@@ -193,7 +206,7 @@ class HostLoop:
             learn = self._learn
             if u < algo.warmup_updates and self._warmup_learn is not None:
                 learn = self._warmup_learn
-            state, metrics = learn(state, self.rollout(state))  # dispatched
+            state, metrics = learn(*self.observed_rollout(state))  # dispatched
             rows.append(metrics)
         metrics = jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *rows)
         jax.block_until_ready(metrics)
