@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from jaxrl_par.algos import ddpg, td3
-from jaxrl_par.runner import checkpoint
+from jaxrl_par.runner import checkpoints
 from jaxrl_par.runner.training import train
 
 PENDULUM = "gymnasium:Pendulum-v1"
 
 
 def _leaves(result):
-    return [np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+    return [np.asarray(jax.random.key_data(x) if checkpoints.is_key(x) else x)
             for x in jax.tree.leaves(result.state)]
 
 
