@@ -67,7 +67,7 @@ def test_sac_moves_its_mean_to_the_rewarded_action():
 
 
 @pytest.mark.parametrize("changes,message", [
-    ({"env": "CartPole-v1"}, "discrete actions; SAC here takes a continuous"),
+    ({"env": "CartPole-v1"}, "discrete actions; sac takes a continuous"),
     ({"train_frequency": 3}, "train_frequency=3 does not divide"),
     ({"batch_size": 512, "buffer_size": 256}, "batch_size=512 exceeds buffer_size=256"),
     ({"tau": 1.5}, "tau must be in"),

@@ -87,6 +87,30 @@ class ReplaySchedule:
         ending_at_or_past = -(-self.learning_starts // self.env_steps_per_update)  # ceil
         return min(self.num_updates, ending_at_or_past - 1)
 
+    def check_continuous_actor(self) -> None:
+        """``ValueError`` for an unknown env id, an env with discrete actions, or an
+        unknown activation (SAC, DDPG, TD3)."""
+        from jaxrl_par import envs  # gymnax computes at import; configs are made without it
+
+        name = algorithm_name(self)
+        envs.check_env_id(self.env)
+        if envs.spec(self.env).discrete:
+            raise ValueError(f"{name}.Config: {self.env} has discrete actions; {name} takes a "
+                             "continuous (Box) action space: train dqn or ppo on it "
+                             f"(jaxrl-par train dqn --env {self.env})")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+
+    def check_replay(self) -> None:
+        """``ValueError`` unless a batch fits in the replay and the run holds one update."""
+        name = algorithm_name(self)
+        if self.batch_size > self.buffer_size:
+            raise ValueError(f"{name}.Config.batch_size={self.batch_size} exceeds buffer_size="
+                             f"{self.buffer_size}: the replay could never fill a batch")
+        if self.num_updates < 1:
+            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
+                             f"of num_envs*num_steps={self.env_steps_per_update} steps")
+
     def check_train_frequency(self) -> None:
         """``ValueError`` unless every update takes a whole number of gradient steps."""
         if self.env_steps_per_update % self.train_frequency:

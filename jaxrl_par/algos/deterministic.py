@@ -55,6 +55,7 @@ from jaxrl_par.algos.fields import (
     configclass,
     field,
 )
+from jaxrl_par.algos.sac import Transition  # the same stored step as SAC
 from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.exploration import gaussian_exploration, ou_noise_reset, ou_noise_step
 from jaxrl_par.envs import host
@@ -64,7 +65,7 @@ from jaxrl_par.losses.soft_actor_critic import (
     soft_critic_loss,
     target_policy_smoothing,
 )
-from jaxrl_par.networks import ACTIVATIONS, DeterministicActor, EnsembleQ
+from jaxrl_par.networks import DeterministicActor, EnsembleQ
 
 EXPLORATION = ("gaussian", "ou")
 
@@ -107,13 +108,7 @@ class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFreque
     def __post_init__(self):
         name = algorithm_name(self)
         hyper.check_sweep(self)
-        envs.check_env_id(self.env)
-        if envs.spec(self.env).discrete:
-            raise ValueError(f"{name}.Config: {self.env} has discrete actions; {name} takes a "
-                             "continuous (Box) action space: train dqn or ppo on it "
-                             f"(jaxrl-par train dqn --env {self.env})")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        self.check_continuous_actor()
         if self.exploration not in EXPLORATION:
             raise ValueError(f"{name}.Config.exploration={self.exploration!r}; choose from "
                              f"{EXPLORATION}")
@@ -122,22 +117,7 @@ class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFreque
             raise ValueError(f"{name}.Config.policy_delay={self.policy_delay} does not divide "
                              f"the {self.gradient_steps_per_update} critic steps of one update; "
                              "pick a divisor of num_envs*num_steps/train_frequency")
-        if self.batch_size > self.buffer_size:
-            raise ValueError(f"{name}.Config.batch_size={self.batch_size} exceeds buffer_size="
-                             f"{self.buffer_size}: the replay could never fill a batch")
-        if self.num_updates < 1:
-            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
-                             f"of num_envs*num_steps={self.env_steps_per_update} steps")
-
-
-class Transition(NamedTuple):
-    """One stored step (no batch axis in the buffer's example)."""
-
-    obs: jax.Array
-    action: jax.Array  # [D] as the env took it (inside the box)
-    reward: jax.Array
-    terminated: jax.Array  # float32 1/0
-    next_obs: jax.Array  # the observation reached (final_obs before a reset)
+        self.check_replay()
 
 
 @struct.dataclass

@@ -53,7 +53,7 @@ from jaxrl_par.losses.soft_actor_critic import (
     soft_q_target,
     temperature_loss,
 )
-from jaxrl_par.networks import ACTIVATIONS, EnsembleQ, SquashedGaussianActor
+from jaxrl_par.networks import EnsembleQ, SquashedGaussianActor
 
 
 @configclass
@@ -87,20 +87,9 @@ class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFreque
 
     def __post_init__(self):
         hyper.check_sweep(self)
-        envs.check_env_id(self.env)
-        if envs.spec(self.env).discrete:
-            raise ValueError(f"sac.Config: {self.env} has discrete actions; SAC here takes a "
-                             "continuous (Box) action space: train dqn or ppo on it "
-                             f"(jaxrl-par train dqn --env {self.env})")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        self.check_continuous_actor()
         self.check_train_frequency()
-        if self.batch_size > self.buffer_size:
-            raise ValueError(f"sac.Config.batch_size={self.batch_size} exceeds buffer_size="
-                             f"{self.buffer_size}: the replay could never fill a batch")
-        if self.num_updates < 1:
-            raise ValueError(f"total_timesteps={self.total_timesteps} is less than one update "
-                             f"of num_envs*num_steps={self.env_steps_per_update} steps")
+        self.check_replay()
 
 
 class Transition(NamedTuple):
