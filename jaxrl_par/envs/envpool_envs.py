@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxrl_par.envs import episodes
+
 PREFIX = "envpool:"
 INSTALL = "pip install 'jaxrl_par[envpool]'"
 
@@ -98,13 +100,7 @@ class EnvPoolVecEnv:
             reset_obs, *_, reset_info = self.pool.recv()
             next_obs = obs.copy()
             next_obs[np.asarray(reset_info["env_id"])] = np.asarray(reset_obs, np.float32)
-        self.episode_return += out["reward"]
-        self.episode_length += 1
-        out["done"] = done
-        out["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
-        out["episode_length"] = np.where(done, self.episode_length, 0).astype(np.int32)
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0
+        episodes.close_episodes(self, out, done)
         self.obs = next_obs
         return out
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_par.envs import envpool_envs
+from jaxrl_par.envs import envpool_envs, episodes
 
 PREFIX = "gymnasium:"
 
@@ -188,14 +188,7 @@ class HostVecEnv:
                "terminated": np.asarray(terminated, bool),
                "truncated": np.asarray(truncated, bool) & ~np.asarray(terminated, bool),
                "final_obs": final_obs}
-        self.episode_return += out["reward"]
-        self.episode_length += 1
-        done = out["terminated"] | out["truncated"]
-        out["done"] = done
-        out["episode_return"] = np.where(done, self.episode_return, 0.0).astype(np.float32)
-        out["episode_length"] = np.where(done, self.episode_length, 0).astype(np.int32)
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0
+        episodes.close_episodes(self, out, out["terminated"] | out["truncated"])
         self.obs = obs
         return out
 
