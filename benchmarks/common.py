@@ -37,6 +37,24 @@ def train_vmapped(train: Callable, keys) -> tuple[object, float, float]:
     return out, compile_s, time.perf_counter() - t
 
 
+def rejax_row(algo, steps: int, seeds: int, timed: bool) -> dict:
+    """One rejax algorithm trained on ``seeds`` vmapped seeds of ``steps`` env steps:
+    env steps/s, compile and train seconds, and (untimed runs) the greedy returns of
+    rejax's last evaluation, per seed and their mean."""
+    import jax
+    import numpy as np
+
+    keys = jax.random.split(jax.random.key(0), seeds)
+    out, compile_s, wall = train_vmapped(algo.train, keys)
+    row = {"env_steps_per_s": steps * seeds / wall, "compile_s": compile_s, "train_s": wall}
+    if not timed:
+        _, (_, returns) = out  # evaluation: (lengths, returns) [seeds, evals, episodes]
+        last = np.asarray(returns)[:, -1]
+        row["greedy_returns"] = [float(x) for x in last.mean(axis=-1)]
+        row["greedy_return"] = float(last.mean())
+    return row
+
+
 def time_call(compiled: Callable, *args) -> float:
     """Seconds for one call of a compiled function, outputs ready."""
     t = time.perf_counter()

@@ -24,12 +24,11 @@ import os
 import statistics
 import sys
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import FiveValueStep, machine, train_vmapped, write_json
+from common import FiveValueStep, machine, rejax_row, write_json
 
 from jaxrl_par.algos import sac
 from jaxrl_par.runner.evaluation import greedy_returns
@@ -66,15 +65,7 @@ def rejax_algo(steps: int, timed: bool):
 
 def rejax_run(steps: int, seeds: int, timed: bool = True) -> dict:
     algo = rejax_algo(steps, timed)
-    keys = jax.random.split(jax.random.key(0), seeds)
-    out, compile_s, wall = train_vmapped(algo.train, keys)
-    row = {"env_steps_per_s": steps * seeds / wall, "compile_s": compile_s, "train_s": wall}
-    if not timed:
-        _, (_, returns) = out  # evaluation: (lengths, returns) [seeds, evals, episodes]
-        last = np.asarray(returns)[:, -1]
-        row["greedy_returns"] = [float(x) for x in last.mean(axis=-1)]
-        row["greedy_return"] = float(last.mean())
-    return row
+    return rejax_row(algo, steps, seeds, timed)
 
 
 def main() -> None:

@@ -55,10 +55,8 @@ def ours(name: str, steps: int, seeds: int) -> dict:
 
 def rejax_run(steps: int, seeds: int, timed: bool) -> dict:
     import gymnax
-    import jax
     import jax.numpy as jnp
-    import numpy as np
-    from common import FiveValueStep, train_vmapped
+    from common import FiveValueStep, rejax_row
     from rejax import TD3
 
     env, params = gymnax.make(ENV)
@@ -72,15 +70,7 @@ def rejax_run(steps: int, seeds: int, timed: bool) -> dict:
                       critic_kwargs={"activation": "relu"}, skip_initial_evaluation=True)
     if timed:  # no evaluation inside the timed run (ours has none)
         algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.float32(0.0))
-    keys = jax.random.split(jax.random.key(0), seeds)
-    out, compile_s, wall = train_vmapped(algo.train, keys)
-    row = {"env_steps_per_s": steps * seeds / wall, "compile_s": compile_s, "train_s": wall}
-    if not timed:
-        _, (_, returns) = out  # evaluation: (lengths, returns) [seeds, evals, episodes]
-        last = np.asarray(returns)[:, -1]
-        row["greedy_returns"] = [float(x) for x in last.mean(axis=-1)]
-        row["greedy_return"] = float(last.mean())
-    return row
+    return rejax_row(algo, steps, seeds, timed)
 
 
 def fresh(which: str, args) -> dict:
