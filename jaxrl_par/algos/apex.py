@@ -53,8 +53,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs, replay
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, Pipeline, clipped_adam, pipelined_update
-from jaxrl_par.algos.dqn import make_q_network
+from jaxrl_par.algos.base import Algorithm, Pipeline, pipelined_update
 from jaxrl_par.algos.fields import (
     ActorLearner,
     DataParallel,
@@ -77,6 +76,8 @@ from jaxrl_par.algos.q_common import (
     check_q_config,
     example_transition,
     init_nstep_carry,
+    make_q_network,
+    optimizer,
     q_loss,
     to_transitions,
 )
@@ -247,11 +248,6 @@ class Blocks(NamedTuple):
         if cfg.max_per_shard is not None:
             return cfg.max_per_shard
         return min(2 * cfg.batch_size, self.global_batch())
-
-
-def optimizer(hp) -> optax.GradientTransformation:
-    """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
-    return clipped_adam(hp.learning_rate, hp.max_grad_norm)
 
 
 def init_halves(b: Blocks, key: jax.Array) -> State:

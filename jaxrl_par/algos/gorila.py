@@ -43,14 +43,12 @@ from jaxrl_par.algos.base import (
     AsyncState,
     AsyncWorker,
     HostActing,
-    clipped_adam,
     combine_worker_metrics,
     round_robin_update,
     staleness_metrics,
     worker_copies,
 )
 from jaxrl_par.algos.config import ReplaySchedule
-from jaxrl_par.algos.dqn import make_q_network
 from jaxrl_par.algos.fields import (
     ActorLearner,
     EpsilonDecay,
@@ -72,6 +70,8 @@ from jaxrl_par.algos.q_common import (
     check_q_config,
     example_transition,
     init_nstep_carry,
+    make_q_network,
+    optimizer,
     q_loss,
     to_transitions,
 )
@@ -172,11 +172,6 @@ class Blocks(NamedTuple):
         """Each bundle decays epsilon over its share of the run's steps."""
         return int(self.cfg.exploration_fraction * self.cfg.total_timesteps) \
             // self.cfg.num_workers
-
-
-def optimizer(hp) -> optax.GradientTransformation:
-    """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane)."""
-    return clipped_adam(hp.learning_rate, hp.max_grad_norm)
 
 
 def init_bundle(blk: Blocks, key: jax.Array) -> Bundle:

@@ -1,10 +1,12 @@
-"""What DQN, Ape-X and Gorila share above the building blocks: the stored n-step
-:class:`Transition`, the batched TD errors and importance-weighted loss of a Q-network
-(:func:`batch_td_error`, :func:`q_loss`, over the unbatched maths of
-:mod:`jaxrl_par.losses.qlearning`), epsilon-greedy acting of a vector of envs for ``T``
-steps, and turning those steps into stored n-step transitions, with the last ``n - 1``
-steps of each env carried between updates (:class:`NStepCarry`) so that every window is
-a full n-step window even when an update acts for fewer than ``n`` steps."""
+"""What DQN, Ape-X and Gorila share above the building blocks: the Q-network of an env
+(:func:`make_q_network`), its optimiser (:func:`optimizer`) and greedy acting
+(:func:`greedy`), the stored n-step :class:`Transition`, the batched TD errors and
+importance-weighted loss of a Q-network (:func:`batch_td_error`, :func:`q_loss`, over
+the unbatched maths of :mod:`jaxrl_par.losses.qlearning`), epsilon-greedy acting of a
+vector of envs for ``T`` steps, and turning those steps into stored n-step transitions,
+with the last ``n - 1`` steps of each env carried between updates (:class:`NStepCarry`)
+so that every window is a full n-step window even when an update acts for fewer than
+``n`` steps."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ from typing import Any, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import optax
 
-from jaxrl_par import envs
+from jaxrl_par import algos, envs
+from jaxrl_par.algos.base import clipped_adam
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.blocks.exploration import epsilon_greedy_from_draws, exploration_draws
 from jaxrl_par.losses.qlearning import LOSSES, double_q_learning, q_learning, td_loss
-from jaxrl_par.networks import ACTIVATIONS
+from jaxrl_par.networks import ACTIVATIONS, QNetwork
 from jaxrl_par.replay import nstep_transitions
 
 
@@ -48,10 +52,39 @@ class Transition(NamedTuple):
     insert_step: jax.Array
 
 
-# -- batched TD errors and loss ------------------------------------------------------
 QFn = Callable[[Any, jax.Array], jax.Array]  # (params, obs [B, ...]) -> q [B, A]
 
 
+# -- the network, its optimiser and greedy acting -------------------------------------
+def make_q_network(env_spec: envs.VecEnv, hidden_sizes, activation, dueling) -> QNetwork:
+    """The Q-network for an env: MLP for flat observations, MinAtar CNN for images."""
+    if not env_spec.discrete:
+        q_learners = ", ".join(sorted(set(algos.for_actions(True)) - set(algos.for_actions(False))))
+        continuous = algos.for_actions(False)
+        example = "ppo" if "ppo" in continuous else continuous[0]
+        raise ValueError(f"{env_spec.env_id} has continuous actions; Q-learning ({q_learners}) "
+                         f"needs a discrete action space: train {', '.join(continuous[:-1])} or "
+                         f"{continuous[-1]} for "
+                         f"continuous control (jaxrl-par train {example} --env "
+                         f"{env_spec.env_id})")
+    return QNetwork(num_actions=env_spec.num_actions, obs_shape=env_spec.observation_shape,
+                    hidden_sizes=tuple(hidden_sizes), activation=activation, dueling=dueling)
+
+
+def optimizer(hp) -> optax.GradientTransformation:
+    """Adam after global-norm clipping (:func:`~jaxrl_par.algos.base.clipped_adam`) for
+    the values ``hp`` (the config, or :func:`jaxrl_par.algos.hyper.view` of a lane)."""
+    return clipped_adam(hp.learning_rate, hp.max_grad_norm)
+
+
+def greedy(q_fn: QFn, state: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """int32 ``[N]``: the argmax of ``q_fn(state.params, obs [N, ...])``, an
+    ``Algorithm.act`` (``key`` is unused: greedy acting draws nothing)."""
+    del key
+    return jnp.argmax(q_fn(state.params, obs), axis=-1).astype(jnp.int32)
+
+
+# -- batched TD errors and loss ------------------------------------------------------
 def batch_td_error(q_fn: QFn, params: Any, target_params: Any, batch: Transition,
                    double: bool = True) -> tuple[jax.Array, jax.Array]:
     """TD errors of a batch of transitions.
