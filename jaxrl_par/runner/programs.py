@@ -176,30 +176,42 @@ def shapes(algo: Algorithm, keys: jax.Array, runtime: Runtime) -> Built:
     return Built(trace_init(algo, keys, runtime.sharded).out_info, None, 0.0)
 
 
-def _build(algo: Algorithm, keys: jax.Array, runtime: Runtime,
-           chunk_updates: int) -> tuple[Any, Callable]:
+CHUNK = "a chunk of updates"  # what the memory check calls the chunk program
+
+
+def _build(algo: Algorithm, keys: jax.Array, runtime: Runtime, chunk_updates: int,
+           check: Callable[[Any, str], None]) -> tuple[Any, Callable]:
     """The initial states and the compiled chunk, from the program caches where they hold
-    them (a ``runtime.pipeline`` compiles its own chunk)."""
+    them (a ``runtime.pipeline`` compiles its own chunk). ``check(compiled, what)`` runs
+    before each compiled program first runs (the memory check of :func:`build`)."""
     sharded, pipeline = runtime.sharded, runtime.pipeline
+    seeds = keys.shape[0]
     if sharded:
         data = jax.random.key_data(keys)
-        state = trace_init(algo, keys, sharded).lower().compile()(data)
+        init = trace_init(algo, keys, sharded).lower().compile()
+        check(init, f"initialising {seeds} seed(s)")
+        state = init(data)
         args = (state, jnp.int32(0))
         compiled = runtime.factory(algo, chunk_updates, None).lower(*args).compile()
+        check(compiled, CHUNK)
         return jax.block_until_ready(state), compiled
     init = _compile_once(("init", algo.init, _abstract(keys)),
                          lambda k: trace_init(algo, k).lower(), keys)
+    check(init, f"initialising {seeds} seed(s)")
     state = init(keys)
     if pipeline:
         state = jax.device_put(state, pipeline.learner_device)
         compiled = pipeline.compile(state, chunk_updates)
     else:
         factory = runtime.factory
+        # Shapes, not a slice of the state: slicing a concrete state would copy it.
+        example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), state)
         compiled = _compile_once(
             ("chunk", factory, algo.init, algo.update, algo.num_updates, chunk_updates,
              algo.warmup_updates, algo.warmup_update, _abstract(state)),
-            lambda *args: factory(algo, chunk_updates, jax.tree.map(lambda x: x[0], state))
-            .lower(*args), state, jnp.int32(0))
+            lambda *args: factory(algo, chunk_updates, example).lower(*args),
+            state, jnp.int32(0))
+        check(compiled, CHUNK)
     return jax.block_until_ready(state), compiled
 
 
@@ -223,29 +235,44 @@ def compile_chunk(algo: Algorithm, runtime: Runtime, template: Any, chunk_update
 
 def build(algo: Algorithm, keys: jax.Array, runtime: Runtime, chunk_updates: int, *,
           lanes: Mapping[str, np.ndarray] | None = None, check_memory: bool = True,
-          say: bool = False) -> Built:
+          host_copies: int = 0, say: bool = False) -> Built:
     """The initial states of ``keys`` (one per seed) and the compiled chunk of
     ``chunk_updates`` updates, for ``runtime``; ``lanes`` (``name -> [S]``), a sweep's
     values, are written into the states (:func:`jaxrl_par.algos.hyper.write`).
 
     With ``check_memory``, first checks from the state's shapes alone (nothing allocated
     or compiled) that it fits in the memory free on the runtime's devices
-    (:func:`jaxrl_par.runner.memory.check_fits`). With ``say``, prints what it compiles
-    and, when done or failed, how long it took (to stderr).
+    (:func:`jaxrl_par.runner.memory.check_fits`), then, before the init and the chunk
+    first run, that what each allocates beyond its donated input (its outputs and
+    temporaries, from the compiler's figures) fits in what is free then
+    (:func:`jaxrl_par.runner.memory.check_program`). ``host_copies``: copies of the
+    state the run keeps in host memory besides (1 where checkpoints are written). With
+    ``say``, prints what it compiles and, when done or failed, how long it took (to
+    stderr).
     """
     seeds = keys.shape[0]
     state_size = ""
+
+    state_bytes = 0
+
+    def check(compiled, what: str) -> None:
+        if check_memory:  # a chunk's checkpoint copies the state to the host
+            copies = host_copies * state_bytes if what == CHUNK else 0
+            memory.check_program(compiled, runtime.devices, what, host_bytes=copies)
+
     if check_memory:
         abstract = trace_init(algo, keys, runtime.sharded).out_info
-        memory.check_fits(abstract, runtime.devices, f"the state of {seeds} seed(s)")
-        state_size = f" (state {memory.format_bytes(memory.tree_bytes(abstract))})"
+        memory.check_fits(abstract, runtime.devices, f"the state of {seeds} seed(s)",
+                          host_copies=host_copies)
+        state_bytes = memory.tree_bytes(abstract)
+        state_size = f" (state {memory.format_bytes(state_bytes)})"
     if say:  # the first run of a program compiles for seconds before the bar moves
         print(f"jaxrl_par: compiling {seeds} seed(s) x {algo.num_updates} updates in "
               f"chunks of {chunk_updates}{state_size}...", end="", file=sys.stderr,
               flush=True)
     t0 = time.perf_counter()
     try:
-        state, chunk = _build(algo, keys, runtime, chunk_updates)
+        state, chunk = _build(algo, keys, runtime, chunk_updates, check)
         if lanes:
             state = hyper.write(state, lanes)
     finally:  # the line ends, and the time shows, also when compiling fails

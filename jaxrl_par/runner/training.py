@@ -329,8 +329,10 @@ def train(
       debug_replication: with a mesh, check after every chunk (not only at the end)
         that the data-parallel replicas did not diverge.
       check_memory: before compiling, check from its shapes that the state (all seeds,
-        replay buffers included) fits in the memory free on its devices, and raise a
-        ``ValueError`` naming its largest parts if not (:mod:`jaxrl_par.runner.memory`).
+        replay buffers included, and the host copy a checkpoint takes of it) fits in the
+        memory free on its devices, and raise a ``ValueError`` naming its largest parts
+        if not; then, before each compiled program first runs, that what it allocates
+        fits too (:mod:`jaxrl_par.runner.memory`).
       actor_learner: run a pipelined algorithm's actors and learner at the same time,
         the actors on one device and the learner (replay included) on another: ``True``
         for the first two local devices, or ``(learner_device, actor_device)``. Needs an
@@ -441,7 +443,7 @@ def train(
     else:
         built = programs.build(algo, keys, runtime, chunk_updates,
                                lanes=None if saved else lanes, check_memory=check_memory,
-                               say=show)
+                               host_copies=1 if log_dir and is_main else 0, say=show)
         interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
 
     state, done, history = built.state, 0, {}
