@@ -20,7 +20,8 @@ import jax.numpy as jnp
 from jaxrl_par import platform
 
 #: The activations a config can name.
-ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu}
+ACTIVATIONS: dict[str, Callable] = {
+    "tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu, "swish": jax.nn.swish}
 
 
 def orthogonal(scale: float):

@@ -216,7 +216,7 @@ class Annealing:
 class Network:
     """The MLP torso of every network."""
     hidden_sizes: tuple[int, ...] = field((64, 64), "widths of the torso's hidden layers")
-    activation: str = field("tanh", "hidden activation (relu, tanh, ...)")
+    activation: str = field("tanh", "hidden activation: tanh, relu, gelu or swish")
 
 
 @dataclasses.dataclass(frozen=True)
