@@ -19,7 +19,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -250,6 +250,93 @@ def _one_device(state: Any) -> Any:
     return parallel.unreplicate(parallel.to_host(state))
 
 
+def _build_or_restore(algo: Algorithm, keys: jax.Array, runtime: programs.Runtime,
+                      saved: continuation.Saved | None, chunk_updates: int, lanes: dict, *,
+                      log_dir: str | None, check_memory: bool, is_main: bool, show: bool):
+    """The compiled programs and the state a run starts from, with the updates already
+    done and their metrics rows: the initial state of a fresh run, or ``saved``'s
+    checkpoint read into the state's shapes (nothing compiled when that run had already
+    finished). Returns ``(built, state, done, history)``."""
+    num_updates = algo.num_updates
+    if saved and saved.updates_done >= num_updates:
+        # Nothing left to train: the checkpoint is read into the state's shapes below,
+        # and nothing is compiled.
+        if show:
+            print(f"jaxrl_par: the run in {log_dir} already finished its {num_updates} "
+                  "updates; nothing left to train", file=sys.stderr)
+        built = programs.shapes(algo, keys, runtime)
+    else:
+        built = programs.build(algo, keys, runtime, chunk_updates,
+                               lanes=None if saved else lanes, check_memory=check_memory,
+                               host_copies=1 if log_dir and is_main else 0, say=show)
+        interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
+    state, done, history = built.state, 0, {}
+    if saved:
+        state, done, history = continuation.restore(saved, state, runtime.place, log_dir,
+                                                  rewrite=is_main)
+        if done < num_updates and built.chunk is None:  # the finished one was damaged
+            built = programs.build(algo, keys, runtime, chunk_updates, lanes=None,
+                                   check_memory=False, say=show)._replace(state=None)
+    elif log_dir and is_main:
+        records.start_metrics(log_dir)
+    return built, state, done, history
+
+
+class _Chain(NamedTuple):
+    """The listeners of one :func:`train` call, in the order they hear each chunk, and
+    the ones whose results :func:`train` reads back."""
+    all: list[listeners_lib.Listener]
+    history: listeners_lib.History
+    evaluation: listeners_lib.GreedyEvaluation | None
+    sweep: listeners_lib.SweepValues | None
+
+
+def _listener_chain(algo: Algorithm, runtime: programs.Runtime, seed_list: list[int],
+                    history: dict, current: dict, *, chunk_updates: int, done: int,
+                    log_dir: str | None, checkpoint_dir: str | None, record: dict,
+                    eval_envs: int, eval_every: int, pbt, listeners, debug_replication: bool,
+                    keep_checkpoints: int, checkpoint_seconds: float | None, callback,
+                    show: bool) -> _Chain:
+    """The chunk loop's listeners: greedy evaluation, the sweep's values, the history
+    of metrics rows, ``metrics.jsonl`` (``log_dir``: this process writes logs), the
+    user's listeners, the PBT step, the replica check, checkpoints (every process of a
+    run with ``checkpoint_dir`` takes part), the progress bar (``show``) and the
+    callback. ``history`` holds the rows of a resumed run's finished updates."""
+    history_log = listeners_lib.History(len(seed_list), history)
+    evaluation, sweep = None, None
+    chain: list[listeners_lib.Listener] = []
+    if eval_envs:
+        evaluation = listeners_lib.GreedyEvaluation(
+            algo, eval_envs, eval_every, chunk_updates,
+            gather=_one_device if runtime.sharded else None,
+            on_main=jax.process_index() == 0)
+        chain.append(evaluation)
+    if pbt is not None:
+        sweep = listeners_lib.SweepValues(current)
+        chain.append(sweep)
+    chain.append(history_log)
+    if log_dir:
+        chain.append(listeners_lib.MetricsLog(os.path.join(log_dir, METRICS)))
+    chain.extend(listeners)
+    if pbt is not None:
+        chain.append(listeners_lib.PBTStep(
+            pbt, sweep, seed_list, algo.config,
+            os.path.join(log_dir, records.PBT_LOG) if log_dir else None))
+    if runtime.sharded and debug_replication:
+        chain.append(listeners_lib.ReplicaCheck(parallel.assert_is_replicated))
+    if checkpoint_dir:
+        chain.append(listeners_lib.CheckpointSaver(
+            checkpoints.Checkpoints(os.path.join(checkpoint_dir, checkpoints.DIRECTORY),
+                                    keep=keep_checkpoints),
+            record, every_seconds=checkpoint_seconds if jax.process_count() == 1 else None))
+    if show:
+        chain.append(listeners_lib.ProgressBar(algo.num_updates, algo.env_steps_per_update,
+                                               done))
+    if callback is not None:
+        chain.append(listeners_lib.Callback(callback))
+    return _Chain(chain, history_log, evaluation, sweep)
+
+
 def _one_run_per_log_dir(train_fn):
     """``train_fn`` run while its process holds the ``log_dir`` it writes
     (:class:`jaxrl_par.runner.lockfile.LogDirLock`): a second run on the same log dir fails at
@@ -433,28 +520,9 @@ def train(
         tip = cpu_threads.hint_once()
         if tip:  # on CPU, on a pool nobody chose
             print(tip, file=sys.stderr)
-    if saved and saved.updates_done >= num_updates:
-        # Nothing left to train: the checkpoint is read into the state's shapes below,
-        # and nothing is compiled.
-        if show:
-            print(f"jaxrl_par: the run in {log_dir} already finished its {num_updates} "
-                  "updates; nothing left to train", file=sys.stderr)
-        built = programs.shapes(algo, keys, runtime)
-    else:
-        built = programs.build(algo, keys, runtime, chunk_updates,
-                               lanes=None if saved else lanes, check_memory=check_memory,
-                               host_copies=1 if log_dir and is_main else 0, say=show)
-        interrupt.raise_pending()  # a Ctrl-C or SIGTERM during the compile, if Python lost it
-
-    state, done, history = built.state, 0, {}
-    if saved:
-        state, done, history = continuation.restore(saved, state, runtime.place, log_dir,
-                                                  rewrite=is_main)
-        if done < num_updates and built.chunk is None:  # the finished one was damaged
-            built = programs.build(algo, keys, runtime, chunk_updates, lanes=None,
-                                   check_memory=False, say=show)._replace(state=None)
-    elif log_dir and is_main:
-        records.start_metrics(log_dir)
+    built, state, done, history = _build_or_restore(
+        algo, keys, runtime, saved, chunk_updates, lanes, log_dir=log_dir,
+        check_memory=check_memory, is_main=is_main, show=show)
     current = dict(lanes)  # each lane's values now (pbt changes them; the state holds them)
     if pbt is not None and done:
         current = {k: np.asarray(v).reshape(len(seed_list), -1)[:, 0]
@@ -470,37 +538,15 @@ def train(
                                        "num_updates": num_updates,
                                        "data_shards": runtime.data_shards, **extra})
 
-    history_log = listeners_lib.History(len(seed_list), history)
-    evaluation, sweep = None, None
-    chain: list[listeners_lib.Listener] = []
-    if eval_envs:
-        evaluation = listeners_lib.GreedyEvaluation(
-            algo, eval_envs, eval_every, chunk_updates,
-            gather=_one_device if runtime.sharded else None, on_main=is_main)
-        chain.append(evaluation)
-    if pbt is not None:
-        sweep = listeners_lib.SweepValues(current)
-        chain.append(sweep)
-    chain.append(history_log)
-    if log_dir and is_main:
-        chain.append(listeners_lib.MetricsLog(os.path.join(log_dir, METRICS)))
-    chain.extend(listeners)
-    if pbt is not None:
-        chain.append(listeners_lib.PBTStep(
-            pbt, sweep, seed_list, algo.config,
-            os.path.join(log_dir, records.PBT_LOG) if log_dir and is_main else None))
-    if runtime.sharded and debug_replication:
-        chain.append(listeners_lib.ReplicaCheck(parallel.assert_is_replicated))
-    if log_dir:
-        chain.append(listeners_lib.CheckpointSaver(
-            checkpoints.Checkpoints(os.path.join(log_dir, checkpoints.DIRECTORY),
-                                    keep=keep_checkpoints),
-            {"seeds": seed_list, "data_shards": runtime.data_shards, "config": record, **extra},
-            every_seconds=checkpoint_seconds if jax.process_count() == 1 else None))
-    if show:
-        chain.append(listeners_lib.ProgressBar(num_updates, algo.env_steps_per_update, done))
-    if callback is not None:
-        chain.append(listeners_lib.Callback(callback))
+    chain = _listener_chain(
+        algo, runtime, seed_list, history, current, chunk_updates=chunk_updates, done=done,
+        log_dir=log_dir if is_main else None, checkpoint_dir=log_dir,
+        record={"seeds": seed_list, "data_shards": runtime.data_shards, "config": record,
+                **extra},
+        eval_envs=eval_envs, eval_every=eval_every, pbt=pbt, listeners=listeners,
+        debug_replication=debug_replication, keep_checkpoints=keep_checkpoints,
+        checkpoint_seconds=checkpoint_seconds, callback=callback, show=show)
+    history_log, evaluation, sweep = chain.history, chain.evaluation, chain.sweep
 
     fixed = (jax.process_count() > 1 or pbt is not None or runtime.pipeline is not None
              or (eval_envs and eval_every > 1) or built.chunk is None)
@@ -510,7 +556,7 @@ def train(
                      state))
     ran = loop.run(built.chunk, state, start=done, num_updates=num_updates,
                    chunk_updates=chunk_updates,
-                   env_steps_per_update=algo.env_steps_per_update, listeners=chain,
+                   env_steps_per_update=algo.env_steps_per_update, listeners=chain.all,
                    stop_on_signal=jax.process_count() == 1,
                    bounds=loop.Bounds(max_chunk_seconds, time_limit, rechunk))
     if runtime.sharded:
