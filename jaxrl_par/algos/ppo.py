@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -131,27 +131,58 @@ class Batch(NamedTuple):
     target: jax.Array  # lambda-returns, the value target
 
 
+class Blocks(NamedTuple):
+    """What PPO's parts share: the config, the env spec and the actor-critic, with the
+    shard geometry that follows from ``cfg.axis_name``."""
+    cfg: Config
+    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
+    network: ActorCritic  # cfg.actor_critic(spec)
+    on_host: bool  # a vector of host envs (jaxrl_par.parallel.host_loop)
+
+    @property
+    def normalize_rewards(self) -> bool:
+        """Whether rewards are scaled (``cfg.normalize_rewards``, "auto" resolved)."""
+        return self.cfg.normalizes_rewards(self.spec)
+
+    def n_local(self) -> int:
+        """Envs on this shard."""
+        return axes.local_size(self.cfg.num_envs, self.cfg.axis_name)
+
+    def local_env(self) -> envs.VecEnv:
+        """This shard's envs."""
+        return envs.make(self.cfg.env, self.n_local())
+
+    def prepare(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
+        """``obs`` as the network sees them: normalised by ``stats`` with
+        ``normalize_obs``, else as they are."""
+        return normalize(stats, obs) if self.cfg.normalize_obs else obs
+
+
+def make_blocks(config: Config) -> Blocks:
+    """PPO's :class:`Blocks` for ``config``."""
+    spec = envs.spec(config.env)
+    return Blocks(config, spec, config.actor_critic(spec), host.is_host(config.env))
+
+
 def make_rollout(config: Config) -> Callable[[State, jax.Array], tuple]:
     """``rollout(state, key) -> (env_state, (obs, action, extras, ts))``: one update's
-    acting, ``num_steps`` steps of every env with the current policy
-    (:func:`jaxrl_par.blocks.rollouts.policy_rollout`); records are ``[T, N, ...]`` and
-    ``extras.value`` is None (PPO evaluates the critic after the rollout)."""
-    return _rollout(config, config.actor_critic(envs.make(config.env, 1)))
+    acting (:func:`rollout`)."""
+    return functools.partial(rollout, make_blocks(config))
 
 
-def _rollout(cfg: Config, network: ActorCritic) -> Callable[[State, jax.Array], tuple]:
-    """:func:`make_rollout`'s ``rollout`` acting with ``network``."""
-
-    def rollout(state: State, key: jax.Array):
-        env = envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
-        prepare = (lambda obs: normalize(state.obs_stats, obs)) if cfg.normalize_obs else None
-        env_state, (obs, action, log_prob, ts) = policy_rollout(
-            env, lambda obs: network.apply(state.params, obs, method=ActorCritic.actor),
-            state.env_state, key, cfg.num_envs, cfg.num_steps, cfg.axis_name,
-            prepare=prepare)
-        return env_state, (obs, action, PolicyExtras(log_prob=log_prob, value=None), ts)
-
-    return rollout
+def rollout(b: Blocks, state: State, key: jax.Array):
+    """One update's acting: ``num_steps`` steps of every env with the current policy
+    (:func:`jaxrl_par.blocks.rollouts.policy_rollout`), on observations normalised by
+    ``state.obs_stats`` with ``normalize_obs``. Returns ``(env_state, (obs, action,
+    extras, ts))``, records ``[T, N_local, ...]``; ``extras.value`` is None (PPO
+    evaluates the critic after the rollout, :func:`critic_values`)."""
+    cfg = b.cfg
+    prepare = functools.partial(normalize, state.obs_stats) if cfg.normalize_obs else None
+    env_state, (obs, action, log_prob, ts) = policy_rollout(
+        b.local_env(), functools.partial(b.network.apply, state.params,
+                                         method=ActorCritic.actor),
+        state.env_state, key, cfg.num_envs, cfg.num_steps, cfg.axis_name, prepare=prepare)
+    return env_state, (obs, action, PolicyExtras(log_prob=log_prob, value=None), ts)
 
 
 def ppo_loss(network: ActorCritic, params, batch: Batch, hp,
@@ -199,182 +230,209 @@ def ppo_loss(network: ActorCritic, params, batch: Batch, hp,
     }
 
 
+def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
+    """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane), its
+    learning rate annealed to 0 over the run's minibatch steps with ``anneal_lr``. The
+    state's structure is the same for every value, so :func:`init_state` builds it
+    from the config and :func:`sgd_step` from the lane's values."""
+    lr = hp.learning_rate
+    if cfg.anneal_lr:
+        lr = optax.linear_schedule(
+            lr, 0.0, cfg.num_updates * cfg.update_epochs * cfg.num_minibatches)
+    return clipped_adam(lr, hp.max_grad_norm, eps=1e-5)
+
+
+def init_state(b: Blocks, key: jax.Array) -> State:
+    """The state before the first update: the network's initial parameters, fresh
+    envs (none on host envs), empty observation statistics and, with reward
+    normalisation, empty return statistics."""
+    cfg, spec = b.cfg, b.spec
+    k_params, k_env, k_run = jax.random.split(key, 3)
+    reward_stats, discounted_return = init_reward_scaling(b.normalize_rewards, b.n_local())
+    params = b.network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
+    return State(
+        params=params,
+        opt_state=optimizer(cfg, cfg).init(params),
+        env_state=None if b.on_host else b.local_env().reset(
+            axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
+        obs_stats=init_stats(spec.observation_shape),
+        key=k_run,
+        update_count=jnp.int32(0),
+        reward_stats=reward_stats,
+        discounted_return=discounted_return,
+        hparams=hyper.init(cfg),
+    )
+
+
+def scaled_rewards(b: Blocks, state: State, ts: envs.Timestep, gamma):
+    """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
+    divided by the std of the discounted returns seen so far, these returns (each
+    env's, reset where an episode ends) folded into the statistics first (over all
+    devices). Without reward normalisation the rewards and state as they are."""
+    if not b.normalize_rewards:
+        return ts.reward, state.reward_stats, state.discounted_return
+    return scale_rewards(state.reward_stats, state.discounted_return, ts.reward, ts.done,
+                         gamma, b.cfg.axis_name)
+
+
+def normalized_advantages(cfg: Config, adv: jax.Array) -> jax.Array:
+    """Advantages ``[B]`` standardised over the whole minibatch (global over devices)
+    with ``normalize_advantages``, else as they are."""
+    if not cfg.normalize_advantages:
+        return adv
+    mean = axes.pmean(jnp.mean(adv), cfg.axis_name)
+    var = axes.pmean(jnp.mean(jnp.square(adv)), cfg.axis_name) - jnp.square(mean)
+    return (adv - mean) / (jnp.sqrt(jnp.maximum(var, 0.0)) + 1e-8)
+
+
+def sgd_step(b: Blocks, hp, carry, mb: Batch):
+    """One minibatch gradient step of :func:`ppo_loss` on ``mb`` (``[T/M, N_local,
+    ...]``), gradients averaged over devices. Carry ``(params, opt_state, metric sums
+    [len(LOSS_METRICS)])``; no outputs."""
+    cfg = b.cfg
+    params, opt_state, sums = carry
+    mb = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), mb)  # [T/M * N, ...]
+    mb = mb._replace(advantage=normalized_advantages(cfg, mb.advantage))
+    grads, info = jax.grad(
+        functools.partial(ppo_loss, b.network, batch=mb, hp=hp,
+                          clip_value_loss=cfg.clip_value_loss), has_aux=True)(params)
+    grads = axes.pmean(grads, cfg.axis_name)
+    updates, opt_state = optimizer(cfg, hp).update(grads, opt_state, params)
+    sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
+    return (optax.apply_updates(params, updates), opt_state, sums), None
+
+
+def minibatches(cfg: Config, batch: Batch, key: jax.Array) -> Batch:
+    """``[M, T/M, N_local, ...]``: one epoch's ``num_minibatches`` minibatches, each
+    ``num_steps / num_minibatches`` time steps of every env, drawn by a permutation of
+    the time steps per env (keyed by its global index, so on a data axis a minibatch is
+    the union of the shards' minibatches)."""
+    n_local = batch.action.shape[1]
+    env_ids = axes.axis_index(cfg.axis_name) * n_local + jnp.arange(n_local)
+    perms = jax.vmap(lambda e: jax.random.permutation(jax.random.fold_in(key, e),
+                                                      cfg.num_steps))(env_ids)  # [N, T]
+    cols = jnp.arange(n_local)[None, :]
+    t_mb = cfg.num_steps // cfg.num_minibatches
+    return jax.tree.map(
+        lambda x: x[perms.T, cols].reshape((cfg.num_minibatches, t_mb) + x.shape[1:]),
+        batch,
+    )
+
+
+def epoch(b: Blocks, hp, batch: Batch, carry, key: jax.Array):
+    """One pass over the batch ``[T, N_local, ...]``: :func:`sgd_step` on each of
+    :func:`minibatches`. Carry as :func:`sgd_step`'s; no outputs."""
+    return jax.lax.scan(functools.partial(sgd_step, b, hp), carry,
+                        minibatches(b.cfg, batch, key))
+
+
+def critic_values(b: Blocks, params, x: jax.Array) -> jax.Array:
+    """``[T, N]``: the critic's values of observations ``x`` (``[T, N, ...]``), in one
+    batched pass."""
+    t, n = x.shape[:2]
+    flat_x = x.reshape((t * n,) + x.shape[2:])
+    return b.network.apply(params, flat_x, method=ActorCritic.value).reshape(t, n)
+
+
+def learn(b: Blocks, state: State, traj: host_steps.Rollout, k_learn: jax.Array
+          ) -> tuple[State, dict[str, jax.Array]]:
+    """An update's learning from its rollout ``[T, N_local, ...]`` (``obs`` as the actor
+    saw them), ``state`` holding the envs' state and key after it: GAE advantages and
+    lambda-returns (Schulman et al. 2016, arXiv:1506.02438) from the critic's values
+    after the rollout, on rewards scaled by :func:`scaled_rewards`, then
+    ``update_epochs`` :func:`epoch` passes; the observation statistics take the
+    rollout's observations. Returns the new state and the update's metrics."""
+    cfg = b.cfg
+    hp = hyper.view(cfg, state.hparams)
+    obs, action, extras, ts = traj
+    # Critic values after the rollout, in large batched passes: V(obs_t) for the
+    # advantages, and V(final_obs_t), the bootstrap: it equals the next step's value
+    # when the episode goes on and is the truncation bootstrap otherwise.
+    value = critic_values(b, state.params, obs)
+    bootstrap = critic_values(b, state.params, b.prepare(state.obs_stats, ts.final_obs))
+    gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
+                   in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+    reward, reward_stats, discounted_return = scaled_rewards(b, state, ts, hp.gamma)
+    advantage, target = gae(reward, value, bootstrap,
+                            ts.terminated, ts.done, hp.gamma, hp.gae_lambda)
+    batch = Batch(obs, action, extras.log_prob, value, advantage, target)
+    zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
+    (params, opt_state, sums), _ = jax.lax.scan(
+        functools.partial(epoch, b, hp, batch), (state.params, state.opt_state, zeros),
+        jax.random.split(k_learn, cfg.update_epochs),
+    )
+    obs_stats = state.obs_stats
+    if cfg.normalize_obs:
+        obs_stats = update_stats(obs_stats, ts.final_obs, cfg.axis_name)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    metrics = dict(zip(LOSS_METRICS, sums / steps, strict=True))
+    metrics = axes.pmean(metrics, cfg.axis_name)
+    metrics.update(envs.episode_metrics(ts, cfg.axis_name))
+    new_state = State(params, opt_state, state.env_state, obs_stats, state.key,
+                      state.update_count + 1, reward_stats, discounted_return,
+                      state.hparams)
+    return new_state, metrics
+
+
+def update(b: Blocks, state: State) -> tuple[State, dict[str, jax.Array]]:
+    """One update: :func:`rollout`, then :func:`learn` from it."""
+    key, k_roll, k_learn = host_steps.update_keys(state.key)
+    env_state, (obs, action, extras, ts) = rollout(b, state, k_roll)
+    return learn(b, state.replace(env_state=env_state, key=key),
+                 host_steps.Rollout(obs, action, extras, ts), k_learn)
+
+
+def host_act(b: Blocks, state: State, obs: jax.Array, t: jax.Array
+             ) -> host_steps.HostAction:
+    """Step ``t`` of the rollout on host envs (``obs [N, ...]``): the actor's sample,
+    as :func:`policy_rollout` draws it."""
+    spec = b.spec
+    dist = b.network.apply(state.params, b.prepare(state.obs_stats, obs),
+                           method=ActorCritic.actor)
+    action, log_prob = host_steps.sample(dist, host_steps.step_key(state.key, t),
+                                         obs.shape[0], spec.num_actions, spec.discrete)
+    return host_steps.HostAction(action, env_action(spec, action),
+                                 PolicyExtras(log_prob=log_prob, value=None))
+
+
+def host_learn(b: Blocks, state: State, traj: host_steps.Rollout):
+    """:func:`learn` from a host rollout ``[T, N, ...]`` of raw observations."""
+    key, _, k_learn = host_steps.update_keys(state.key)
+    traj = traj._replace(obs=b.prepare(state.obs_stats, traj.obs))
+    return learn(b, state.replace(key=key), traj, k_learn)
+
+
+def act(b: Blocks, state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """``[B, ...]``: the distribution's mode for ``obs [B, ...]``, as the env gets it
+    (:func:`rollouts.env_action`)."""
+    action, _ = make_policy(b.network, deterministic=True)(
+        state.params, b.prepare(state.obs_stats, obs), key)
+    return env_action(b.spec, action)
+
+
+def sample(b: Blocks, state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """``[B, ...]``: an action drawn from the distribution for ``obs [B, ...]``, as the
+    env gets it."""
+    action, _ = make_policy(b.network)(state.params, b.prepare(state.obs_stats, obs), key)
+    return env_action(b.spec, action)
+
+
 def make(config: Config) -> Algorithm:
-    """Builds PPO's pure ``init`` and ``update`` for ``config``."""
+    """Builds PPO's pure ``init`` and ``update`` for ``config``; on host envs, the
+    update split at the env step (``host_steps``) instead."""
     cfg = config
-    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
-    spec = envs.spec(cfg.env)
-    network = cfg.actor_critic(spec)
-    # The rollout runs the actor alone; values come after it from one batched critic pass.
-    greedy = make_policy(network, deterministic=True)
-    normalize_rewards = cfg.normalizes_rewards(spec)
-    def optimizer(hp) -> optax.GradientTransformation:
-        """Adam for the values ``hp`` (:func:`hyper.view`): its state's structure is the
-        same for every value, so ``init`` builds it from the config and ``update`` from
-        the lane's values."""
-        lr = hp.learning_rate
-        if cfg.anneal_lr:
-            lr = optax.linear_schedule(
-                lr, 0.0, cfg.num_updates * cfg.update_epochs * cfg.num_minibatches)
-        return clipped_adam(lr, hp.max_grad_norm, eps=1e-5)
-
-    tx = optimizer(cfg)
-
-    def local_env() -> envs.VecEnv:
-        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
-
-    def env_keys(key):
-        return axes.shard_keys(key, cfg.num_envs, cfg.axis_name)
-
-    def init(key: jax.Array) -> State:
-        k_params, k_env, k_run = jax.random.split(key, 3)
-        reward_stats, discounted_return = init_reward_scaling(
-            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
-        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        return State(
-            params=params,
-            opt_state=tx.init(params),
-            env_state=None if on_host else local_env().reset(env_keys(k_env)),
-            obs_stats=init_stats(spec.observation_shape),
-            key=k_run,
-            update_count=jnp.int32(0),
-            reward_stats=reward_stats,
-            discounted_return=discounted_return,
-            hparams=hyper.init(cfg),
-        )
-
-    def prepare(stats, obs):
-        return normalize(stats, obs) if cfg.normalize_obs else obs
-
-    rollout = _rollout(cfg, network)
-
-    def scaled_rewards(state: State, ts, gamma):
-        """``(reward [T, N], reward_stats, discounted_return)``: the rollout's rewards
-        divided by the std of the discounted returns seen so far, these returns (each
-        env's, reset where an episode ends) folded into the statistics first (over all
-        devices). Without reward normalisation the rewards and state as they are."""
-        if not normalize_rewards:
-            return ts.reward, state.reward_stats, state.discounted_return
-        return scale_rewards(state.reward_stats, state.discounted_return, ts.reward, ts.done,
-                             gamma, cfg.axis_name)
-
-    def normalized_advantages(adv: jax.Array) -> jax.Array:
-        """Advantages standardised over the whole minibatch (global over devices)."""
-        if not cfg.normalize_advantages:
-            return adv
-        mean = axes.pmean(jnp.mean(adv), cfg.axis_name)
-        var = axes.pmean(jnp.mean(jnp.square(adv)), cfg.axis_name) - jnp.square(mean)
-        return (adv - mean) / (jnp.sqrt(jnp.maximum(var, 0.0)) + 1e-8)
-
-    def sgd_step(carry, mb: Batch, hp):
-        """One minibatch gradient step. Carry ``(params, opt_state, metric sums
-        [len(LOSS_METRICS)])``; no outputs."""
-        params, opt_state, sums = carry
-        mb = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), mb)  # [T/M * N, ...]
-        mb = mb._replace(advantage=normalized_advantages(mb.advantage))
-        grads, info = jax.grad(
-            lambda p: ppo_loss(network, p, mb, hp, cfg.clip_value_loss), has_aux=True)(params)
-        grads = axes.pmean(grads, cfg.axis_name)
-        updates, opt_state = optimizer(hp).update(grads, opt_state, params)
-        sums = sums + jnp.stack([info[name] for name in LOSS_METRICS])
-        return (optax.apply_updates(params, updates), opt_state, sums), None
-
-    def epoch(carry, key, batch: Batch, hp):
-        """One pass over the batch in ``num_minibatches`` steps of per-env time slices."""
-        n_local = batch.action.shape[1]
-        env_ids = axes.axis_index(cfg.axis_name) * n_local + jnp.arange(n_local)
-        perms = jax.vmap(lambda e: jax.random.permutation(jax.random.fold_in(key, e),
-                                                          cfg.num_steps))(env_ids)  # [N, T]
-        cols = jnp.arange(n_local)[None, :]
-        t_mb = cfg.num_steps // cfg.num_minibatches
-        minibatches = jax.tree.map(
-            lambda x: x[perms.T, cols].reshape((cfg.num_minibatches, t_mb) + x.shape[1:]),
-            batch,
-        )
-        return jax.lax.scan(lambda c, mb: sgd_step(c, mb, hp), carry, minibatches)
-
-    def update(state: State) -> tuple[State, dict[str, jax.Array]]:
-        key, k_roll, k_learn = host_steps.update_keys(state.key)
-        env_state, (obs, action, extras, ts) = rollout(state, k_roll)
-        return learn(state.replace(env_state=env_state, key=key),
-                     host_steps.Rollout(obs, action, extras, ts), k_learn)
-
-    def learn(state: State, traj: host_steps.Rollout, k_learn: jax.Array
-              ) -> tuple[State, dict[str, jax.Array]]:
-        """An update's learning from its rollout (``obs`` as the actor saw them),
-        ``state`` holding the envs' state and key after it."""
-        hp = hyper.view(cfg, state.hparams)
-        obs, action, extras, ts = traj
-        # Critic values after the rollout, in large batched passes: V(obs_t) for the
-        # advantages, and V(final_obs_t), the bootstrap: it equals the next step's value
-        # when the episode goes on and is the truncation bootstrap otherwise.
-        t, n = ts.reward.shape
-
-        def critic(x):
-            flat_x = x.reshape((t * n,) + x.shape[2:])
-            return network.apply(state.params, flat_x, method=ActorCritic.value).reshape(t, n)
-
-        value = critic(obs)
-        bootstrap = critic(prepare(state.obs_stats, ts.final_obs))
-        gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
-                       in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
-        reward, reward_stats, discounted_return = scaled_rewards(state, ts, hp.gamma)
-        advantage, target = gae(reward, value, bootstrap,
-                                ts.terminated, ts.done, hp.gamma, hp.gae_lambda)
-        batch = Batch(obs, action, extras.log_prob, value, advantage, target)
-        zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
-        (params, opt_state, sums), _ = jax.lax.scan(
-            lambda c, k: epoch(c, k, batch, hp), (state.params, state.opt_state, zeros),
-            jax.random.split(k_learn, cfg.update_epochs),
-        )
-        obs_stats = state.obs_stats
-        if cfg.normalize_obs:
-            obs_stats = update_stats(obs_stats, ts.final_obs, cfg.axis_name)
-        steps = cfg.update_epochs * cfg.num_minibatches
-        metrics = dict(zip(LOSS_METRICS, sums / steps, strict=True))
-        metrics = axes.pmean(metrics, cfg.axis_name)
-        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        new_state = State(params, opt_state, state.env_state, obs_stats, state.key,
-                          state.update_count + 1, reward_stats, discounted_return,
-                          state.hparams)
-        return new_state, metrics
-
-    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
-        """Step ``t`` of the rollout on host envs: the actor's sample, as
-        :func:`policy_rollout` draws it."""
-        dist = network.apply(state.params, prepare(state.obs_stats, obs),
-                             method=ActorCritic.actor)
-        action, log_prob = host_steps.sample(dist, host_steps.step_key(state.key, t),
-                                             obs.shape[0], spec.num_actions, spec.discrete)
-        return host_steps.HostAction(action, env_action(spec, action),
-                                     PolicyExtras(log_prob=log_prob, value=None))
-
-    def host_learn(state: State, traj: host_steps.Rollout):
-        """:func:`learn` from a host rollout of raw observations."""
-        key, _, k_learn = host_steps.update_keys(state.key)
-        traj = traj._replace(obs=prepare(state.obs_stats, traj.obs))
-        return learn(state.replace(key=key), traj, k_learn)
-
-    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """The distribution's mode, as the env gets it (:func:`rollouts.env_action`)."""
-        action, _ = greedy(state.params, prepare(state.obs_stats, obs), key)
-        return env_action(spec, action)
-
-    def sample(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """An action drawn from the distribution, as the env gets it."""
-        action, _ = make_policy(network)(state.params, prepare(state.obs_stats, obs), key)
-        return env_action(spec, action)
-
+    b = make_blocks(cfg)
     return Algorithm(
         config=cfg,
-        init=init,
-        update=host.compiled_update if on_host else update,
+        init=functools.partial(init_state, b),
+        update=host.compiled_update if b.on_host else functools.partial(update, b),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
-        act=act,
-        sample=sample,
+        act=functools.partial(act, b),
+        sample=functools.partial(sample, b),
         hyperparams=cfg.sweep,
         axis_name=cfg.axis_name,
-        data_parallel=not on_host,
-        host_steps=HostSteps(host_act, host_learn) if on_host else None,
+        data_parallel=not b.on_host,
+        host_steps=HostSteps(functools.partial(host_act, b), functools.partial(host_learn, b))
+        if b.on_host else None,
     )
