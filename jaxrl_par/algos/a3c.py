@@ -41,7 +41,8 @@ device, applies what it would on one. With A2C this is synchronous data-parallel
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -147,118 +148,159 @@ class Push:
     version: jax.Array  # [] int32: the copy's version
 
 
+class Blocks(NamedTuple):
+    """What A3C's parts share: the config, the env spec and the actor-critic."""
+    cfg: Config
+    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
+    network: ActorCritic
+    on_host: bool  # gymnasium envs, stepped by the threaded workers
+
+    @property
+    def normalize_rewards(self) -> bool:
+        return self.cfg.normalizes_rewards(self.spec)
+
+    def n_local(self) -> int:
+        """This device's share of a worker's envs (all of them without a data axis)."""
+        return axes.local_size(self.cfg.num_envs, self.cfg.axis_name)
+
+    def local_env(self) -> envs.VecEnv:
+        """This device's share of a worker's envs; made where the axis is bound, inside
+        init/update."""
+        return envs.make(self.cfg.env, self.n_local())
+
+
+def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
+    """The server's Adam (after global-norm clipping) for the values ``hp`` (the config,
+    or :func:`hyper.view` of a lane), its learning rate annealed to 0 over the run's
+    pushes with ``anneal_lr``."""
+    lr = hp.learning_rate
+    if cfg.anneal_lr:
+        lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_workers)
+    return clipped_adam(lr, hp.max_grad_norm)
+
+
+def init_worker(b: Blocks, key: jax.Array) -> Worker:
+    """A worker's fresh envs (none on host envs), its key and, with reward
+    normalisation, empty return statistics (``[N_local]`` running returns)."""
+    cfg = b.cfg
+    k_env, k_act = jax.random.split(key)
+    reward_stats, discounted_return = init_reward_scaling(b.normalize_rewards, b.n_local())
+    env_state = None if b.on_host else b.local_env().reset(
+        axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name))
+    return Worker(env_state, k_act, reward_stats, discounted_return)
+
+
+def init_state(b: Blocks, key: jax.Array) -> AsyncState:
+    """The server's initial parameters (version 0), ``K`` fresh workers (leaves
+    ``[K, ...]``), each with a copy of the parameters."""
+    cfg = b.cfg
+    k_params, k_workers = jax.random.split(key)
+    params = b.network.init(k_params, jnp.zeros((1,) + b.spec.observation_shape))
+    return AsyncState(
+        server=Server(params, optimizer(cfg, cfg).init(params), jnp.int32(0)),
+        workers=jax.vmap(functools.partial(init_worker, b))(
+            jax.random.split(k_workers, cfg.num_workers)),
+        copies=worker_copies(Copy(params, jnp.int32(0)), cfg.num_workers),
+        hparams=hyper.init(cfg),
+    )
+
+
+def learn(b: Blocks, w: Worker, copy: Copy, traj: Trajectory, hparams
+          ) -> tuple[Worker, Push, dict]:
+    """The gradient of a worker's unrolls ``traj`` (``[T, N_local, ...]``) at the
+    parameters that acted them: the n-step actor-critic loss
+    (:func:`~jaxrl_par.algos.actor_critic.vtrace_loss` with every importance weight 1),
+    on rewards scaled by the worker's return statistics with reward normalisation.
+    Returns the worker (its statistics moved on), the push (gradient and the copy's
+    version) and the loss metrics, all averaged over the data axis."""
+    cfg = b.cfg
+    hp = hyper.view(cfg, hparams)
+    reward_stats, discounted_return = w.reward_stats, w.discounted_return
+    if b.normalize_rewards:
+        reward, reward_stats, discounted_return = scale_rewards(
+            reward_stats, discounted_return, traj.reward,
+            traj.terminated | traj.truncated, hp.gamma, cfg.axis_name)
+        traj = traj.replace(reward=reward)
+    # On-policy: every importance weight is 1 (off_policy_correction=False), so the
+    # targets are n-step returns whatever rounding the recomputed log-probs carry.
+    gradient, info = jax.grad(
+        lambda p: vtrace_loss(b.network, p, traj, LossConstants(hp),
+                              method=cfg.returns_method, off_policy_correction=False),
+        has_aux=True)(copy.params)
+    del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
+    # Data parallel: the worker's batch is the union of the devices' shares, its
+    # loss the mean over them (check_vma=False: pmap's local gradients, averaged).
+    gradient, info = axes.pmean((gradient, info), cfg.axis_name)
+    return (w.replace(reward_stats=reward_stats, discounted_return=discounted_return),
+            Push(gradient, copy.version), info)
+
+
+def worker(b: Blocks, w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
+    """One worker's rollout (``num_steps`` steps of its envs with the copy's policy)
+    and its gradient at the parameters it acted with (:func:`learn`); the metrics add
+    the rollout's episode statistics."""
+    cfg = b.cfg
+    key, k_roll = jax.random.split(w.key)
+    env_state, (obs, action, log_prob, ts) = policy_rollout(
+        b.local_env(), lambda o: b.network.apply(copy.params, o, method=ActorCritic.actor),
+        w.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
+    traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
+                      ts.final_obs, copy.version)
+    w, push, info = learn(b, w.replace(env_state=env_state, key=key), copy, traj, hparams)
+    return w, push, {**info, **envs.episode_metrics(ts, cfg.axis_name)}
+
+
+def apply(b: Blocks, server: Server, push: Push, hparams) -> tuple[Server, dict]:
+    """The server's optimiser step with one push (version + 1), and the push's
+    staleness (:func:`~jaxrl_par.algos.base.staleness_metrics`)."""
+    hp = hyper.view(b.cfg, hparams)
+    updates, opt_state = optimizer(b.cfg, hp).update(push.gradient, server.opt_state,
+                                                     server.params)
+    return (Server(optax.apply_updates(server.params, updates), opt_state,
+                   server.version + 1),
+            staleness_metrics(server.version, push.version))
+
+
+def pull(server: Server, copy: Copy) -> Copy:
+    """The server's parameters and version: A3C pulls after every push."""
+    del copy
+    return Copy(server.params, server.version)
+
+
+def act(b: Blocks, state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """The server's distribution's mode for ``obs [B, ...]``, as the env gets it."""
+    action, _ = make_policy(b.network, deterministic=True)(state.server.params, obs, key)
+    return env_action(b.spec, action)
+
+
+def sample(b: Blocks, state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """An action drawn from the server's distribution for ``obs [B, ...]``, as the env
+    gets it."""
+    action, _ = make_policy(b.network)(state.server.params, obs, key)
+    return env_action(b.spec, action)
+
+
 def make(config: Config) -> Algorithm:
     """Builds A3C's pure parts and its round-robin ``init``/``update`` for ``config``."""
     cfg = config
     on_host = host.is_host(cfg.env)  # gymnasium envs, stepped by the threaded workers
     spec = host.spec(cfg.env) if on_host else envs.make(cfg.env, 1)
-    network = cfg.actor_critic(spec)
-    greedy = make_policy(network, deterministic=True)
-    normalize_rewards = cfg.normalizes_rewards(spec)
-
-    def local_env() -> envs.VecEnv:
-        """This device's share of a worker's envs (all of them without a data axis);
-        made where the axis is bound, inside init/update."""
-        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
-
-    def optimizer(hp) -> optax.GradientTransformation:
-        lr = hp.learning_rate
-        if cfg.anneal_lr:
-            lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_workers)
-        return clipped_adam(lr, hp.max_grad_norm)
-
-    tx = optimizer(cfg)
-
-    def init_worker(key: jax.Array) -> Worker:
-        k_env, k_act = jax.random.split(key)
-        reward_stats, discounted_return = init_reward_scaling(
-            normalize_rewards, axes.local_size(cfg.num_envs, cfg.axis_name))
-        env_state = None if on_host else local_env().reset(
-            axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name))
-        return Worker(env_state, k_act, reward_stats, discounted_return)
-
-    def init(key: jax.Array) -> AsyncState:
-        k_params, k_workers = jax.random.split(key)
-        params = network.init(k_params, jnp.zeros((1,) + spec.observation_shape))
-        return AsyncState(
-            server=Server(params, tx.init(params), jnp.int32(0)),
-            workers=jax.vmap(init_worker)(jax.random.split(k_workers, cfg.num_workers)),
-            copies=worker_copies(Copy(params, jnp.int32(0)), cfg.num_workers),
-            hparams=hyper.init(cfg),
-        )
-
-    def learn(w: Worker, copy: Copy, traj: Trajectory, hparams) -> tuple[Worker, Push, dict]:
-        """The gradient of a worker's unrolls ``traj`` at the parameters that acted them."""
-        hp = hyper.view(cfg, hparams)
-        reward_stats, discounted_return = w.reward_stats, w.discounted_return
-        if normalize_rewards:
-            reward, reward_stats, discounted_return = scale_rewards(
-                reward_stats, discounted_return, traj.reward,
-                traj.terminated | traj.truncated, hp.gamma, cfg.axis_name)
-            traj = traj.replace(reward=reward)
-        # On-policy: every importance weight is 1 (off_policy_correction=False), so the
-        # targets are n-step returns whatever rounding the recomputed log-probs carry.
-        gradient, info = jax.grad(
-            lambda p: vtrace_loss(network, p, traj, LossConstants(hp),
-                                  method=cfg.returns_method, off_policy_correction=False),
-            has_aux=True)(copy.params)
-        del info["importance_weight"], info["clipped_rho_fraction"]  # 1 and 0 here
-        # Data parallel: the worker's batch is the union of the devices' shares, its
-        # loss the mean over them (check_vma=False: pmap's local gradients, averaged).
-        gradient, info = axes.pmean((gradient, info), cfg.axis_name)
-        return (w.replace(reward_stats=reward_stats, discounted_return=discounted_return),
-                Push(gradient, copy.version), info)
-
-    def worker(w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
-        """One worker's rollout and its gradient at the parameters it acted with."""
-        key, k_roll = jax.random.split(w.key)
-        env_state, (obs, action, log_prob, ts) = policy_rollout(
-            local_env(), lambda o: network.apply(copy.params, o, method=ActorCritic.actor),
-            w.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
-        traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
-                          ts.final_obs, copy.version)
-        w, push, info = learn(w.replace(env_state=env_state, key=key), copy, traj, hparams)
-        return w, push, {**info, **envs.episode_metrics(ts, cfg.axis_name)}
-
-    def apply(server: Server, push: Push, hparams) -> tuple[Server, dict]:
-        """The server's optimiser step with one push, and the push's staleness."""
-        hp = hyper.view(cfg, hparams)
-        updates, opt_state = optimizer(hp).update(push.gradient, server.opt_state,
-                                                  server.params)
-        return (Server(optax.apply_updates(server.params, updates), opt_state,
-                       server.version + 1),
-                staleness_metrics(server.version, push.version))
-
-    def pull(server: Server, copy: Copy) -> Copy:
-        del copy  # A3C pulls after every push
-        return Copy(server.params, server.version)
-
-    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=apply, pull=pull,
-                         worker=None if on_host else worker)
-
-    def act(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """The server's distribution's mode, as the env gets it."""
-        action, _ = greedy(state.server.params, obs, key)
-        return env_action(spec, action)
-
-    def sample(state: AsyncState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """An action drawn from the server's distribution, as the env gets it."""
-        action, _ = make_policy(network)(state.server.params, obs, key)
-        return env_action(spec, action)
-
+    b = Blocks(cfg, spec, cfg.actor_critic(spec), on_host)
+    pieces = AsyncWorker(num_workers=cfg.num_workers, apply=functools.partial(apply, b),
+                         pull=pull, worker=None if on_host else functools.partial(worker, b))
     return Algorithm(
         config=cfg,
-        init=init,
+        init=functools.partial(init_state, b),
         update=host.compiled_update if on_host else round_robin_update(pieces),
         num_updates=cfg.num_updates,
         env_steps_per_update=cfg.batch_size,
-        act=act,
-        sample=sample,
+        act=functools.partial(act, b),
+        sample=functools.partial(sample, b),
         hyperparams=cfg.sweep,
         axis_name=cfg.axis_name,
         data_parallel=True,
         async_worker=pieces,
-        host=host_worker(cfg, spec, network, learn) if on_host else None,
+        host=host_worker(b) if on_host else None,
     )
 
 
@@ -271,25 +313,26 @@ class LossConstants:
         self.vtrace_lambda, self.rho_bar, self.c_bar = 1.0, 1.0, 1.0
 
 
-def host_worker(cfg: Config, spec: host.HostSpec, network: ActorCritic, learn
-                ) -> HostActing:
+def host_step(b: Blocks, act_lanes: Callable, learn_lanes: Callable, lanes: list,
+              w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dict]:
+    """A worker's step on host envs, for ``S`` seed lanes (leaves ``[S, ...]``):
+    ``num_steps`` steps of every env of every lane (``lanes``, ``[S]`` host vector
+    envs), each action from one compiled call ``act_lanes`` for all lanes, then one
+    compiled gradient call ``learn_lanes`` (:func:`learn`, vmapped), as the compiled
+    :func:`worker` does with JAX envs. The trajectory is ``[S, T, N, ...]``."""
+    key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
+                                                 b.cfg.num_steps)
+    traj = Trajectory(**records, version=copy.version)  # [S, T, N, ...]
+    w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
+    return w, push, {**info, **episodes}
+
+
+def host_worker(b: Blocks) -> HostActing:
     """A3C's workers on host envs (:mod:`jaxrl_par.envs.host`), for the threaded runtime
     (:mod:`jaxrl_par.parallel.async_workers`): a worker's envs for each seed lane, seeded
     from the lane's worker key, and its step ``(envs, worker, copy, hparams) -> (worker,
-    push, metrics)`` (leaves ``[S, ...]``): ``num_steps`` steps of every env, each action
-    from one compiled call for all lanes, then one compiled gradient call, as the
-    compiled ``worker`` does with JAX envs.
-    """
-
-    act_lanes = jax.jit(jax.vmap(host_policy(network, spec)))
-    learn_lanes = jax.jit(jax.vmap(learn))
-
-    def step(lanes: list, w: Worker, copy: Copy, hparams):
-        key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
-                                                     cfg.num_steps)
-        traj = Trajectory(**records, version=copy.version)  # [S, T, N, ...]
-        w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
-        return w, push, {**info, **episodes}
-
-    return HostActing(make_envs=functools.partial(host.lane_envs, cfg.env, cfg.num_envs),
-                      step=step)
+    push, metrics)`` (:func:`host_step`, with its two compiled calls)."""
+    act_lanes = jax.jit(jax.vmap(host_policy(b.network, b.spec)))
+    learn_lanes = jax.jit(jax.vmap(functools.partial(learn, b)))
+    return HostActing(make_envs=functools.partial(host.lane_envs, b.cfg.env, b.cfg.num_envs),
+                      step=functools.partial(host_step, b, act_lanes, learn_lanes))
