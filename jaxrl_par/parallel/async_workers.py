@@ -19,9 +19,15 @@ algorithm's own ``update``), which the tests check, so the threaded runs differ 
 the scanned ones only in their order.
 
 An algorithm on host envs (``"gymnasium:<id>"``, :mod:`jaxrl_par.envs.host`) gives
-``host_worker`` instead of ``worker`` (and ``host_warmup`` for a warm-up): the runtime
-makes each worker's gymnasium envs once (``host_envs``) and calls the host worker from
-the worker's thread, which steps its envs in Python between compiled calls.
+``Algorithm.host`` (:class:`~jaxrl_par.algos.base.HostActing`) instead of ``worker``:
+the runtime makes each worker's gymnasium envs once (``make_envs``, kept in
+``host_envs``) and calls its ``step`` (and ``warmup`` for a warm-up) from the worker's
+thread, which steps its envs in Python between compiled calls.
+
+:meth:`AsyncWorkers.compile` compiles the parts once per state layout into
+:class:`Programs` (the vmapped worker step per device, the server's :func:`serve`,
+the warm-up programs); each chunk's pushes are a :class:`_Pushes`, the state its
+threads share under the server's lock.
 
 Used through ``train(algo, seeds, async_workers=True)`` (CLI: ``--async-workers``).
 One "update" of the runner is ``K`` pushes, whichever workers made them; its metrics
@@ -33,17 +39,18 @@ programs dispatched from several threads at the same time, each on its own cores
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import algos
-from jaxrl_par.algos.base import Algorithm, combine_worker_metrics
+from jaxrl_par.algos.base import Algorithm, AsyncWorker, combine_worker_metrics
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.envs import host
 from jaxrl_par.platform import cpu_threads
@@ -81,6 +88,69 @@ def _worker_slice(tree, k: int):
 def _stack_workers(trees: list) -> Any:
     """The inverse of :func:`_worker_slice`: ``K`` trees ``[S, ...]`` as one ``[S, K, ...]``."""
     return jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *trees)
+
+
+def serve(parts: AsyncWorker, server, push, copy, hparams):
+    """The server's step with one push and the pushing worker's pull after it:
+    ``(server, copy, metrics)``, of one seed lane (the runtime vmaps it over ``S``)."""
+    server, metrics = parts.apply(server, push, hparams)
+    return server, parts.pull(server, copy), metrics
+
+
+def _placed(device: jax.Device, x) -> jax.ShapeDtypeStruct:
+    """``x``'s shape and dtype on ``device``: what a program is compiled for."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                sharding=jax.sharding.SingleDeviceSharding(device))
+
+
+def _split_workers(num_workers: int, tree) -> list:
+    """The ``K`` workers' slices ``[S, ...]`` of a tree with leaves ``[S, K, ...]``."""
+    return [_worker_slice(tree, k) for k in range(num_workers)]
+
+
+def _warm_step(warmup_update: Callable, state, _):
+    """One warm-up update as a scan body: carry the state, output its metrics."""
+    return warmup_update(state)
+
+
+def _warm_scan(warmup_update: Callable, length: int, state):
+    """``length`` warm-up updates of one seed lane: ``(state, metrics [length])``."""
+    return jax.lax.scan(functools.partial(_warm_step, warmup_update), state, None,
+                        length=length)
+
+
+def warm_program(warmup_update: Callable, length: int) -> Callable:
+    """``length`` warm-up updates (no pushes) as one scanned program over the seed
+    lanes, the state donated: ``state [S, ...] -> (state, metrics [S, length])``."""
+    return jax.jit(jax.vmap(functools.partial(_warm_scan, warmup_update, length)),
+                   donate_argnums=0)
+
+
+class Programs(NamedTuple):
+    """The compiled parts one :meth:`AsyncWorkers.compile` runs its chunks with; all
+    vmapped over the seed lanes ``S``.
+
+    Attributes:
+      split: ``(workers, copies) [S, K, ...] -> K (worker, copy) [S, ...]``, on the
+        server's device.
+      stack: its inverse.
+      serve: :func:`serve`, the server donated, on the server's device (compiled ahead
+        with JAX envs, at the first push on host envs).
+      workers: the compiled worker step ``(worker, copy, hparams) -> (worker, push,
+        metrics)`` for each worker device, the worker donated; empty on host envs.
+      warm: the warm-up programs by length (:func:`warm_program`), added as lengths
+        occur; unused on host envs.
+      warmup_updates: the updates in which workers only act (0 without a warm-up part).
+      chunk_updates: updates per chunk.
+    """
+
+    split: Callable
+    stack: Callable
+    serve: Callable
+    workers: dict[jax.Device, Callable]
+    warm: dict[int, Callable]
+    warmup_updates: int
+    chunk_updates: int
 
 
 class AsyncWorkers:
@@ -133,30 +203,11 @@ class AsyncWorkers:
     def compile(self, state: Any, chunk_updates: int) -> Callable:
         """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
         contract, one update being ``K`` pushes (rows past ``algo.num_updates`` zero)."""
-        parts, acting, num_workers = self.algo.async_worker, self.algo.host, self.num_workers
+        parts, acting = self.algo.async_worker, self.algo.host
         hparams_axis = None if state.hparams is None else 0
-
-        def serve(server, push, copy, hparams):
-            server, metrics = parts.apply(server, push, hparams)
-            return server, parts.pull(server, copy), metrics
-
-        serve_fn = jax.jit(jax.vmap(serve, in_axes=(0, 0, 0, hparams_axis)),
-                           donate_argnums=0)
-        to = jax.device_put
-        server_device = self.learner_device
-
-        def on_server(x):
-            return jax.ShapeDtypeStruct(
-                x.shape, x.dtype, sharding=jax.sharding.SingleDeviceSharding(server_device))
-
-        # The workers' and copies' slices out of the state and back, compiled ahead too
-        # (as eager ops they would compile inside the first chunk, counted as training).
-        split_fn = jax.jit(lambda tree: [_worker_slice(tree, k) for k in range(num_workers)])
-        by_worker = (state.workers, state.copies)
-        split = split_fn.lower(jax.tree.map(on_server, by_worker)).compile()
-        stack = jax.jit(_stack_workers).lower(
-            jax.tree.map(on_server, jax.eval_shape(split_fn, by_worker))).compile()
-        example_copy = _worker_slice(state.copies, 0)
+        serve_fn = jax.jit(jax.vmap(functools.partial(serve, parts),
+                                    in_axes=(0, 0, 0, hparams_axis)), donate_argnums=0)
+        split, stack = self._compile_slicing(state)
         on_host = parts.worker is None
         if on_host:
             # Each worker steps host envs of its own from its thread (made once per
@@ -165,157 +216,206 @@ class AsyncWorkers:
             if not self.host_envs:
                 self.host_envs = [acting.make_envs(state.workers.key[:, k],
                                                    vector_env=self.vector_env)
-                                  for k in range(num_workers)]
-            serve_program = serve_fn
+                                  for k in range(self.num_workers)]
+            serve_program, worker_programs = serve_fn, {}
         else:
-            worker_fn = jax.jit(jax.vmap(parts.worker, in_axes=(0, 0, hparams_axis)),
-                                donate_argnums=0)
-            # Compile ahead (the runner times it): a worker program per device, the server's.
-            example_worker = _worker_slice(state.workers, 0)
-            workers_by_device = {}
-            for device in dict.fromkeys(self.worker_devices):
-                workers_by_device[device] = worker_fn.lower(
-                    to(example_worker, device), to(example_copy, device),
-                    to(state.hparams, device)).compile()
-            push_shape = jax.eval_shape(worker_fn, example_worker, example_copy,
-                                        state.hparams)[1]
+            worker_programs, push_shape = self._compile_workers(state, hparams_axis)
+            to, server_device = jax.device_put, self.learner_device
             serve_program = serve_fn.lower(
                 to(state.server, server_device),
-                jax.tree.map(on_server, push_shape),
-                to(example_copy, server_device), to(state.hparams, server_device)).compile()
-        num_updates = self.algo.num_updates
-        schedule = self.schedule
-
+                jax.tree.map(functools.partial(_placed, server_device), push_shape),
+                to(_worker_slice(state.copies, 0), server_device),
+                to(state.hparams, server_device)).compile()
         warm_part = acting.warmup if on_host else self.algo.warmup_update
         warmup_updates = self.algo.warmup_updates if warm_part is not None else 0
-
-        def warm_program(length: int):
-            """``length`` warm-up updates (no pushes) as one scanned program."""
-
-            def scan(s):
-                return jax.lax.scan(lambda s, _: self.algo.warmup_update(s), s, None,
-                                    length=length)
-
-            return jax.jit(jax.vmap(scan), donate_argnums=0)
-
         warm_programs = {}
         if warmup_updates and not on_host:  # compiled here: the runner counts it as such
             first = min(chunk_updates, warmup_updates)
-            warm_programs[first] = warm_program(first).lower(state).compile()
+            warm_programs[first] = warm_program(self.algo.warmup_update, first).lower(
+                state).compile()
+        programs = Programs(split, stack, serve_program, worker_programs, warm_programs,
+                            warmup_updates, chunk_updates)
+        return functools.partial(self._chunk, programs)
 
-        def warm_host(state, length):
-            """``length`` warm-up updates on host envs: each worker in turn acts and
-            stores, with no push."""
-            workers, copies = map(list, zip(*split((state.workers, state.copies)), strict=True))
-            log = []
-            for i in range(length * num_workers):
-                k = i % num_workers
-                workers[k], metrics = acting.warmup(
-                    self.host_envs[k], workers[k], copies[k], state.hparams)
-                log.append(metrics)
-            return (state.replace(workers=stack(list(zip(workers, copies, strict=True)))[0]),
-                    _rows(jax.device_get(log), length, num_workers))
+    def _compile_slicing(self, state: Any) -> tuple[Callable, Callable]:
+        """The workers' and copies' slices out of the state and back (``split`` and
+        ``stack`` of :class:`Programs`), compiled ahead on the server's device (as eager
+        ops they would compile inside the first chunk, counted as training)."""
+        on_server = functools.partial(_placed, self.learner_device)
+        split_fn = jax.jit(functools.partial(_split_workers, self.num_workers))
+        by_worker = (state.workers, state.copies)
+        split = split_fn.lower(jax.tree.map(on_server, by_worker)).compile()
+        stack = jax.jit(_stack_workers).lower(
+            jax.tree.map(on_server, jax.eval_shape(split_fn, by_worker))).compile()
+        return split, stack
 
-        def warm(state, length):
-            if on_host:
-                return warm_host(state, length)
-            if length not in warm_programs:
-                warm_programs[length] = warm_program(length)
-            state, metrics = warm_programs[length](state)
-            return state, {k: np.asarray(v) for k, v in metrics.items()}
+    def _compile_workers(self, state: Any, hparams_axis: int | None
+                         ) -> tuple[dict[jax.Device, Callable], Any]:
+        """The worker step compiled ahead for each worker device (the runner times it),
+        and the shapes of a push ``[S, ...]``."""
+        to = jax.device_put
+        worker_fn = jax.jit(jax.vmap(self.algo.async_worker.worker,
+                                     in_axes=(0, 0, hparams_axis)), donate_argnums=0)
+        example_worker = _worker_slice(state.workers, 0)
+        example_copy = _worker_slice(state.copies, 0)
+        programs = {}
+        for device in dict.fromkeys(self.worker_devices):
+            programs[device] = worker_fn.lower(
+                to(example_worker, device), to(example_copy, device),
+                to(state.hparams, device)).compile()
+        push_shape = jax.eval_shape(worker_fn, example_worker, example_copy,
+                                    state.hparams)[1]
+        return programs, push_shape
 
-        def chunk(state, start):
-            n = min(chunk_updates, num_updates - int(start))
-            w = max(0, min(n, warmup_updates - int(start)))
-            parts_rows = []
-            if w:
-                state, rows = warm(to(state, server_device), w)
-                parts_rows.append(rows)
-            if n > w:
-                state, rows = pushes(state, n - w)
-                parts_rows.append(rows)
-            rows = {k: np.concatenate([r[k] for r in parts_rows], axis=1)
-                    for k in parts_rows[0]}
+    def _chunk(self, p: Programs, state: Any, start) -> tuple[Any, dict[str, np.ndarray]]:
+        """The compiled chunk (see :meth:`compile`): the warm-up updates of the chunk,
+        then the pushes of the rest, their metrics ``[S, n]`` padded with zeros to
+        ``[S, chunk_updates]``."""
+        n = min(p.chunk_updates, self.algo.num_updates - int(start))
+        w = max(0, min(n, p.warmup_updates - int(start)))
+        parts_rows = []
+        if w:
+            state, rows = self._warm(p, jax.device_put(state, self.learner_device), w)
+            parts_rows.append(rows)
+        if n > w:
+            state, rows = _Pushes(self, p, state, n - w).run()
+            parts_rows.append(rows)
+        rows = {k: np.concatenate([r[k] for r in parts_rows], axis=1)
+                for k in parts_rows[0]}
+        return state, {k: _pad(v, p.chunk_updates - n) for k, v in rows.items()}
 
-            def pad(v):
-                return np.concatenate(
-                    [v, np.zeros(v.shape[:1] + (chunk_updates - n,), v.dtype)], axis=1)
+    def _warm(self, p: Programs, state: Any, length: int) -> tuple[Any, dict[str, np.ndarray]]:
+        """``length`` warm-up updates: on host envs by :meth:`_warm_host`, else one
+        program (:func:`warm_program`, compiled at the first use of a length)."""
+        if self.algo.async_worker.worker is None:
+            return self._warm_host(p, state, length)
+        if length not in p.warm:
+            p.warm[length] = warm_program(self.algo.warmup_update, length)
+        state, metrics = p.warm[length](state)
+        return state, {k: np.asarray(v) for k, v in metrics.items()}
 
-            return state, {k: pad(v) for k, v in rows.items()}
+    def _warm_host(self, p: Programs, state: Any, length: int
+                   ) -> tuple[Any, dict[str, np.ndarray]]:
+        """``length`` warm-up updates on host envs: each worker in turn acts and stores,
+        with no push."""
+        num_workers = self.num_workers
+        workers, copies = map(list, zip(*p.split((state.workers, state.copies)), strict=True))
+        log = []
+        for i in range(length * num_workers):
+            k = i % num_workers
+            workers[k], metrics = self.algo.host.warmup(
+                self.host_envs[k], workers[k], copies[k], state.hparams)
+            log.append(metrics)
+        return (state.replace(workers=p.stack(list(zip(workers, copies, strict=True)))[0]),
+                _rows(jax.device_get(log), length, num_workers))
 
-        def pushes(state, n):
-            """``n`` updates of ``K`` pushes each, by the threads (or in turn)."""
-            quota = n * num_workers
-            server = to(state.server, server_device)
-            server_hparams = to(state.hparams, server_device)
-            sliced = split(to((state.workers, state.copies), server_device))
-            own = [{"worker": to(worker, d), "copy": to(copy, d), "hparams": to(state.hparams, d)}
-                   for (worker, copy), d in zip(sliced, self.worker_devices, strict=True)]
-            log: list[dict] = []
-            order: list[int] = []
-            lock = threading.Lock()
-            issued = [0]
-            errors: list[BaseException] = []
 
-            def take_turn() -> bool:
-                with lock:
-                    if issued[0] >= quota or errors:
-                        return False
-                    issued[0] += 1
-                    return True
+class _Pushes:
+    """One chunk's ``n`` updates of ``K`` pushes each, made by the workers' threads (or
+    in turn, with ``schedule="round_robin"``).
 
-            def push(k: int) -> None:
-                nonlocal server
-                mine = own[k]
-                device = self.worker_devices[k]
-                if on_host:
-                    mine["worker"], pushed, worker_metrics = acting.step(
-                        self.host_envs[k], mine["worker"], mine["copy"], mine["hparams"])
-                else:
-                    mine["worker"], pushed, worker_metrics = workers_by_device[device](
-                        mine["worker"], mine["copy"], mine["hparams"])
-                if schedule == "threads":  # a thread pushes a finished gradient
-                    pushed = jax.block_until_ready(pushed)
-                remote = device != server_device
-                if remote:
-                    pushed, old = to(pushed, server_device), to(mine["copy"], server_device)
-                else:
-                    old = mine["copy"]
-                with lock:  # the server applies pushes one at a time, in arrival order
-                    server, copy, server_metrics = serve_program(server, pushed, old,
-                                                                 server_hparams)
-                    log.append({**worker_metrics, **server_metrics})
-                    order.append(k)
-                mine["copy"] = to(copy, device) if remote else copy
+    Holds what the threads share: the server's state on its device, the lock under which
+    the server applies one push at a time (in arrival order) and threads take their
+    turns, the quota of pushes and how many were issued, each worker's own ``worker``,
+    ``copy`` and ``hparams`` on its device, and the log of the pushes applied (metrics
+    and worker, in order).
+    """
 
-            def run(k: int) -> None:
-                try:
-                    while take_turn():
-                        push(k)
-                except BaseException as e:  # noqa: BLE001 (re-raised by the runner's thread)
-                    errors.append(e)
+    def __init__(self, runtime: AsyncWorkers, programs: Programs, state: Any, n: int):
+        to, server_device = jax.device_put, runtime.learner_device
+        self.runtime, self.programs, self.state, self.n = runtime, programs, state, n
+        self.quota = n * runtime.num_workers
+        self.server = to(state.server, server_device)
+        self.server_hparams = to(state.hparams, server_device)
+        sliced = programs.split(to((state.workers, state.copies), server_device))
+        self.own = [{"worker": to(worker, d), "copy": to(copy, d),
+                     "hparams": to(state.hparams, d)}
+                    for (worker, copy), d in zip(sliced, runtime.worker_devices, strict=True)]
+        self.log: list[dict] = []
+        self.order: list[int] = []
+        self.lock = threading.Lock()
+        self.issued = 0
+        self.errors: list[BaseException] = []
 
-            if schedule == "round_robin":
-                for i in range(quota):
-                    push(i % num_workers)
-            else:
-                threads = [threading.Thread(target=run, args=(k,), daemon=True,
-                                            name=f"jaxrl_par-worker-{k}")
-                           for k in range(num_workers)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                if errors:
-                    raise errors[0]
-            workers, copies = stack([(to(o["worker"], server_device), to(o["copy"], server_device))
-                                     for o in own])
-            state = state.replace(server=server, workers=workers, copies=copies)
-            state = to(state, server_device)
-            self.last_order = order
-            return state, _rows(jax.device_get(log), n, num_workers)
+    def take_turn(self) -> bool:
+        """Whether a thread may make one more push (and counts it): not past the quota,
+        nor after another thread failed."""
+        with self.lock:
+            if self.issued >= self.quota or self.errors:
+                return False
+            self.issued += 1
+            return True
 
-        return chunk
+    def push(self, k: int) -> None:
+        """Worker ``k``'s gradient with its copy (compiled, or on its host envs), then,
+        under the lock, the server's step with it and the worker's pull."""
+        runtime = self.runtime
+        mine = self.own[k]
+        device, server_device = runtime.worker_devices[k], runtime.learner_device
+        to = jax.device_put
+        if runtime.algo.async_worker.worker is None:
+            mine["worker"], pushed, worker_metrics = runtime.algo.host.step(
+                runtime.host_envs[k], mine["worker"], mine["copy"], mine["hparams"])
+        else:
+            mine["worker"], pushed, worker_metrics = self.programs.workers[device](
+                mine["worker"], mine["copy"], mine["hparams"])
+        if runtime.schedule == "threads":  # a thread pushes a finished gradient
+            pushed = jax.block_until_ready(pushed)
+        remote = device != server_device
+        if remote:
+            pushed, old = to(pushed, server_device), to(mine["copy"], server_device)
+        else:
+            old = mine["copy"]
+        with self.lock:  # the server applies pushes one at a time, in arrival order
+            self.server, copy, server_metrics = self.programs.serve(
+                self.server, pushed, old, self.server_hparams)
+            self.log.append({**worker_metrics, **server_metrics})
+            self.order.append(k)
+        mine["copy"] = to(copy, device) if remote else copy
+
+    def work(self, k: int) -> None:
+        """Worker ``k``'s thread: push while turns are left; an error is kept for
+        :meth:`run` to raise."""
+        try:
+            while self.take_turn():
+                self.push(k)
+        except BaseException as e:  # noqa: BLE001 (re-raised by the runner's thread)
+            self.errors.append(e)
+
+    def run(self) -> tuple[Any, dict[str, np.ndarray]]:
+        """Makes the quota's pushes; returns the state, back on the server's device,
+        and the updates' metrics ``[S, n]`` (:func:`_rows`). Records the order the
+        server applied the pushes in (``AsyncWorkers.last_order``)."""
+        runtime = self.runtime
+        num_workers, to, server_device = runtime.num_workers, jax.device_put, \
+            runtime.learner_device
+        if runtime.schedule == "round_robin":
+            for i in range(self.quota):
+                self.push(i % num_workers)
+        else:
+            threads = [threading.Thread(target=self.work, args=(k,), daemon=True,
+                                        name=f"jaxrl_par-worker-{k}")
+                       for k in range(num_workers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if self.errors:
+                raise self.errors[0]
+        workers, copies = self.programs.stack(
+            [(to(o["worker"], server_device), to(o["copy"], server_device))
+             for o in self.own])
+        state = self.state.replace(server=self.server, workers=workers, copies=copies)
+        state = to(state, server_device)
+        runtime.last_order = self.order
+        return state, _rows(jax.device_get(self.log), self.n, num_workers)
+
+
+def _pad(v: np.ndarray, extra: int) -> np.ndarray:
+    """Rows ``[S, n]`` with ``extra`` zero columns after them."""
+    return np.concatenate([v, np.zeros(v.shape[:1] + (extra,), v.dtype)], axis=1)
+
+
 
 
 def _rows(log: list[dict[str, np.ndarray]], n: int, num_workers: int
