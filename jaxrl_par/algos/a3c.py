@@ -57,7 +57,7 @@ from jaxrl_par.algos.base import (
     AsyncState,
     AsyncWorker,
     HostActing,
-    clipped_adam,
+    annealed_adam,
     round_robin_update,
     staleness_metrics,
     worker_copies,
@@ -173,10 +173,8 @@ def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     """The server's Adam (after global-norm clipping) for the values ``hp`` (the config,
     or :func:`hyper.view` of a lane), its learning rate annealed to 0 over the run's
     pushes with ``anneal_lr``."""
-    lr = hp.learning_rate
-    if cfg.anneal_lr:
-        lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_workers)
-    return clipped_adam(lr, hp.max_grad_norm)
+    return annealed_adam(hp.learning_rate, hp.max_grad_norm,
+                         cfg.num_updates * cfg.num_workers if cfg.anneal_lr else None)
 
 
 def init_worker(b: Blocks, key: jax.Array) -> Worker:

@@ -323,3 +323,13 @@ def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8
     if isinstance(max_grad_norm, (int, float)) and max_grad_norm == 0:
         return adam
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+def annealed_adam(learning_rate, max_grad_norm: float, anneal_steps: int | None,
+                  eps: float = 1e-8) -> optax.GradientTransformation:
+    """:func:`clipped_adam` whose learning rate decays linearly to 0 over
+    ``anneal_steps`` optimiser steps (PureJaxRL's and CleanRL's ``anneal_lr``), or stays
+    constant with ``anneal_steps=None``."""
+    if anneal_steps is not None:
+        learning_rate = optax.linear_schedule(learning_rate, 0.0, anneal_steps)
+    return clipped_adam(learning_rate, max_grad_norm, eps=eps)

@@ -49,7 +49,13 @@ from flax import struct
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
-from jaxrl_par.algos.base import Algorithm, HostActing, Pipeline, clipped_adam, pipelined_update
+from jaxrl_par.algos.base import (
+    Algorithm,
+    HostActing,
+    Pipeline,
+    annealed_adam,
+    pipelined_update,
+)
 from jaxrl_par.algos.config import RolloutSchedule
 from jaxrl_par.algos.fields import (
     ActorCriticLoss,
@@ -177,10 +183,8 @@ class Blocks(NamedTuple):
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane), its
     learning rate annealed to 0 over the run's learner steps with ``anneal_lr``."""
-    lr = hp.learning_rate
-    if cfg.anneal_lr:
-        lr = optax.linear_schedule(lr, 0.0, cfg.num_updates * cfg.num_minibatches)
-    return clipped_adam(lr, hp.max_grad_norm)
+    return annealed_adam(hp.learning_rate, hp.max_grad_norm,
+                         cfg.num_updates * cfg.num_minibatches if cfg.anneal_lr else None)
 
 
 def init_halves(b: Blocks, key: jax.Array) -> State:

@@ -27,7 +27,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
+from jaxrl_par.algos.base import Algorithm, HostSteps, annealed_adam
 from jaxrl_par.algos.config import RolloutSchedule
 from jaxrl_par.algos.fields import (
     ActorCriticLoss,
@@ -235,11 +235,9 @@ def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     learning rate annealed to 0 over the run's minibatch steps with ``anneal_lr``. The
     state's structure is the same for every value, so :func:`init_state` builds it
     from the config and :func:`sgd_step` from the lane's values."""
-    lr = hp.learning_rate
-    if cfg.anneal_lr:
-        lr = optax.linear_schedule(
-            lr, 0.0, cfg.num_updates * cfg.update_epochs * cfg.num_minibatches)
-    return clipped_adam(lr, hp.max_grad_norm, eps=1e-5)
+    steps = cfg.num_updates * cfg.update_epochs * cfg.num_minibatches
+    return annealed_adam(hp.learning_rate, hp.max_grad_norm,
+                         steps if cfg.anneal_lr else None, eps=1e-5)
 
 
 def init_state(b: Blocks, key: jax.Array) -> State:
