@@ -1,13 +1,13 @@
 """BENCHMARKS.md's summary table, regenerated from fresh measurements on this machine.
 
 ``python -m benchmarks report --quick|--full`` runs each benchmark script of
-:data:`JOBS` (``benchmarks/ppo.py``, ``apex.py``, ``sac.py``, ``td3.py``,
-``brax_ppo.py``, ``brax_sac.py``, ``replay.py``, ``host_envs.py`` and ``jaxrl-par
-compare``) as a subprocess, with small fixed settings for ``--quick`` and the report's
-own settings for ``--full``; each writes its JSON under
-``benchmarks/results/<quick|full>/``. Every line of :data:`LINES` reads one figure of
-ours and one of the peer from that JSON (:class:`Figures`) and is recorded with the
-machine, the date, the commit and the command that made it, in
+:data:`JOBS` (``benchmarks/ppo.py``, ``sb3_ppo.py``, ``apex.py``,
+``purejaxrl_dqn.py``, ``sac.py``, ``td3.py``, ``brax_ppo.py``, ``brax_sac.py``,
+``replay.py``, ``host_envs.py`` and ``jaxrl-par compare``) as a subprocess, with small
+fixed settings for ``--quick`` and the report's own settings for ``--full``; each writes
+its JSON under ``benchmarks/results/<quick|full>/``. Every line of :data:`LINES` reads
+one figure of ours and one of the peer from that JSON (:class:`Figures`) and is recorded
+with the machine, the date, the commit and the command that made it, in
 ``benchmarks/results/report_<quick|full>.json``. The Markdown table rendered from that
 record (:func:`render`) replaces the text between :data:`START` and :data:`END` in
 BENCHMARKS.md; the prose around it stays.
@@ -15,7 +15,8 @@ BENCHMARKS.md; the prose around it stays.
 A job whose peer package is missing is skipped with a note, as are the PureJaxRL lines
 when no PureJaxRL checkout (``$PUREJAXRL_DIR``, else a clone of its public repository at
 commit :data:`PUREJAXRL_COMMIT` in ``~/.cache/jaxrl_par``) or no interpreter with its
-dependencies (``$PUREJAXRL_PYTHON``: gymnax 0.0.9, distrax) is at hand. Lines without a
+dependencies (``$PUREJAXRL_PYTHON``: gymnax 0.0.9, distrax; flashbax 0.1.3 and wandb for
+its DQN) is at hand. Lines without a
 benchmark yet are kept as "not measured yet", with the command that will fill them.
 """
 
@@ -128,6 +129,30 @@ def dqn_throughput(data: dict) -> Figures:
                    note="1e5 steps, evaluation off, no return")
 
 
+def dqn_purejaxrl(data: dict) -> Figures:
+    """DQN at PureJaxRL's ``dqn.py`` config (``purejaxrl_dqn.py``): env steps/s of ours
+    (``train()``) and of PureJaxRL's compiled run, each in fresh processes, compile
+    apart; the final training returns of both."""
+    med, finals, comp = data["median_steps_per_second"], data["final_return"], data["compile_s"]
+    return Figures(med["ours"], med["purejaxrl"], "env steps/s", med["ours"] / med["purejaxrl"],
+                   _mean(finals.get("ours")), _mean(finals.get("purejaxrl")),
+                   note=f"{data['steps']:,} steps, 10 envs; compile {comp['ours']:.0f} s / "
+                        f"{comp['purejaxrl']:.0f} s apart; training returns")
+
+
+def ppo_sb3(data: dict) -> Figures:
+    """PPO with the CLI's CartPole preset (``sb3_ppo.py``): env steps/s of ours
+    (``train()``, gymnax in the program) and of SB3 on a DummyVecEnv of gymnasium envs at
+    the same hyperparameters, fresh processes; the final training returns of both."""
+    med, finals = data["median_steps_per_second"], data["final_return"]
+    threads = {r.get("torch_threads") for r in data["runs"]["sb3"]}
+    return Figures(med["ours"], med["sb3"], "env steps/s", med["ours"] / med["sb3"],
+                   _mean(finals.get("ours")), _mean(finals.get("sb3")),
+                   note=f"{data['steps']:,} steps, {data['hyperparameters']['num_envs']} envs; "
+                        f"compile {data['compile_s']:.0f} s apart; SB3 torch threads "
+                        + ", ".join(str(t) for t in sorted(threads, key=str)))
+
+
 def sac_rejax(data: dict) -> Figures:
     """SAC on Pendulum (``sac.py``): training env steps/s and greedy returns at the end."""
     med = data["median_env_steps_per_s"]
@@ -178,19 +203,36 @@ def host_ppo_sb3(data: dict) -> Figures | None:
                                                 f"compile {ours['compile_seconds']:.0f} s apart"])))
 
 
-def host_sac_sb3(data: dict) -> Figures | None:
-    """SAC on gymnasium Pendulum, 4 envs in subprocesses (``host_envs.py``): ours on
-    AsyncVectorEnv against SB3 on SubprocVecEnv; env steps/s and the last episodes'
-    return."""
-    ours = _host_case(data, "jaxrl_par:sac:4:async")
-    peer = _host_case(data, "sb3:sac:4:subproc")
+def _host_replay_learner(data: dict, algo: str) -> Figures | None:
+    """A replay learner (``sac``, ``td3``) on gymnasium Pendulum, 4 envs in subprocesses
+    (``host_envs.py``): ours on AsyncVectorEnv against SB3 on SubprocVecEnv; env steps/s
+    and the last episodes' return; the note gives the ratio of gradient (critic) steps/s."""
+    ours = _host_case(data, f"jaxrl_par:{algo}:4:async")
+    peer = _host_case(data, f"sb3:{algo}:4:subproc")
     if ours is None or peer is None:
         return None
+    updates = ""
+    if ours.get("updates_per_second") and peer.get("updates_per_second"):
+        updates = (f"gradient steps/s {ours['updates_per_second']:,.0f} / "
+                   f"{peer['updates_per_second']:,.0f} = "
+                   f"{ours['updates_per_second'] / peer['updates_per_second']:.2f}x")
     return Figures(ours["steps_per_second"], peer["steps_per_second"], "env steps/s",
                    ours["steps_per_second"] / peer["steps_per_second"],
                    _finite(ours["final_return"]), _finite(peer["final_return"]),
-                   note=f"4 envs, {ours['steps']:,} steps; "
-                        f"compile {ours['compile_seconds']:.0f} s apart")
+                   note="; ".join(filter(None, [
+                       f"4 envs, {ours['steps']:,} steps", updates,
+                       f"compile {ours['compile_seconds']:.0f} s apart"])))
+
+
+def host_sac_sb3(data: dict) -> Figures | None:
+    """SAC on gymnasium Pendulum in subprocesses against SB3 (:func:`_host_replay_learner`)."""
+    return _host_replay_learner(data, "sac")
+
+
+def host_td3_sb3(data: dict) -> Figures | None:
+    """TD3 on gymnasium Pendulum in subprocesses against SB3 (:func:`_host_replay_learner`):
+    one critic step per env step, an actor step per two, on both sides."""
+    return _host_replay_learner(data, "td3")
 
 
 def brax(data: dict) -> Figures:
@@ -260,6 +302,14 @@ JOBS: tuple[Job, ...] = (
                          "--out", "{dir}/ppo.json"),
         ("benchmarks/ppo.py", "--main-job", "--compile-rounds", "3", "--out", "{dir}/ppo.json"),
         "ppo_main_job.json", purejaxrl=True),
+    Job("sb3-ppo", ("benchmarks/sb3_ppo.py", "--steps", "40960", "--rounds", "1", "--out",
+                    "{dir}/sb3_ppo.json"),
+        ("benchmarks/sb3_ppo.py", "--steps", "150000", "--rounds", "3", "--out",
+         "{dir}/sb3_ppo.json"), "sb3_ppo.json", needs=("stable_baselines3",)),
+    Job("purejaxrl-dqn", ("benchmarks/purejaxrl_dqn.py", "--steps", "200000", "--rounds", "1",
+                          "--repeats", "1", "--out", "{dir}/purejaxrl_dqn.json"),
+        ("benchmarks/purejaxrl_dqn.py", "--steps", "500000", "--rounds", "3", "--repeats", "3",
+         "--out", "{dir}/purejaxrl_dqn.json"), "purejaxrl_dqn.json", purejaxrl=True),
     Job("dqn", ("benchmarks/apex.py", "--speed-only", "--as-users-run", "--repeats", "1"),
         ("benchmarks/apex.py", "--speed-only", "--as-users-run", "--repeats", "3"),
         None, needs=("rejax",)),
@@ -292,13 +342,12 @@ JOBS: tuple[Job, ...] = (
         ("benchmarks/td3.py", "--repeats", "2", "--seeds", "2", "--steps", "30000",
          "--out", "{dir}/td3.json"), "td3.json", needs=("rejax",)),
     Job("host-envs", ("benchmarks/host_envs.py", "--num-envs", "32", "--ppo-steps", "8192",
-                      "--sac-steps", "6000", "--no-td3", "--subprocesses-only", "--json",
-                      "{dir}/host_envs.json"),
+                      "--sac-steps", "6000", "--td3-steps", "6000", "--subprocesses-only",
+                      "--json", "{dir}/host_envs.json"),
         ("benchmarks/host_envs.py", "--json", "{dir}/host_envs.json"), "host_envs.json",
         needs=("stable_baselines3",)),
 )
 
-_SCRIPT_PENDING = "no benchmark script for it yet; the row is filled once one is wired in JOBS"
 _GPU = "needs a GPU machine; run the command there"
 LINES: tuple[Line, ...] = (
     Line("ppo-rejax", "PPO, CartPole-v1", "rejax", "ppo", ppo_throughput("CartPole-v1", "rejax")),
@@ -312,14 +361,17 @@ LINES: tuple[Line, ...] = (
          "PPO, CartPole-v1 to a return of 500 (README's main job; PureJaxRL: 5e5 steps)",
          "PureJaxRL",
          "ppo-main-job", ppo_main_job),
-    Line("ppo-sb3", "PPO, CartPole-v1", "SB3 / sbx", None, pending=_SCRIPT_PENDING),
+    Line("ppo-sb3", "PPO, CartPole-v1 (the CLI's preset; SB3 on gymnasium)", "SB3 DummyVecEnv",
+         "sb3-ppo", ppo_sb3),
     Line("dqn-rejax", "DQN, CartPole-v1 (rejax's config)", "rejax", "dqn", dqn_throughput),
-    Line("dqn-purejaxrl", "DQN, CartPole-v1", "PureJaxRL", None, pending=_SCRIPT_PENDING),
+    Line("dqn-purejaxrl", "DQN, CartPole-v1 (PureJaxRL's config)", "PureJaxRL",
+         "purejaxrl-dqn", dqn_purejaxrl),
     Line("sac-rejax", "SAC, Pendulum-v1", "rejax", "sac", sac_rejax),
     Line("sac-sb3", "SAC, Pendulum-v1 on host envs (gymnasium subprocesses)",
          "SB3 SubprocVecEnv", "host-envs", host_sac_sb3),
     Line("td3-rejax", "TD3, Pendulum-v1", "rejax", "td3", td3_rejax),
-    Line("td3-sb3", "TD3, Pendulum-v1", "SB3", None, pending=_SCRIPT_PENDING),
+    Line("td3-sb3", "TD3, Pendulum-v1 on host envs (gymnasium subprocesses)",
+         "SB3 SubprocVecEnv", "host-envs", host_td3_sb3),
     Line("ppo-brax", "PPO, Brax env", "Brax's PPO trainer", "brax-ppo", brax),
     Line("sac-brax", "SAC, Brax env", "Brax's SAC trainer", "brax-sac", brax),
     Line("replay-copy", "uniform add of 256 MinAtar rows, in a scan",
@@ -399,7 +451,8 @@ def purejaxrl() -> tuple[dict[str, str] | None, str]:
     python = os.environ.get("PUREJAXRL_PYTHON")
     if not python:
         return None, ("set PUREJAXRL_PYTHON to an interpreter with gymnax 0.0.9 and distrax "
-                      "(benchmarks/purejaxrl_ppo.py)")
+                      "(benchmarks/purejaxrl_ppo.py), and flashbax 0.1.3 and wandb for its "
+                      "DQN (benchmarks/purejaxrl_dqn.py)")
     return {"PUREJAXRL_DIR": where, "PUREJAXRL_PYTHON": python}, ""
 
 

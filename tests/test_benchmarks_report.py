@@ -183,3 +183,57 @@ def test_host_env_readers():
     # without SB3 the script writes jaxrl_par's rows only: neither row has a figure
     ours_only = {"rows": [r for r in rows if r["case"].startswith("jaxrl_par")]}
     assert report.host_ppo_sb3(ours_only) is None and report.host_sac_sb3(ours_only) is None
+    assert report.host_td3_sb3({"rows": rows}) is None  # a run with --no-td3
+
+
+def test_host_td3_reader():
+    rows = [  # host_envs.py's TD3 cases (replay learners also give gradient steps/s)
+        {**_host("jaxrl_par:td3:4:async", 1_800.0, -900.0, 6_000), "updates_per_second": 1_500.0},
+        {**_host("jaxrl_par:td3:4:sync", 2_000.0, -900.0, 6_000), "updates_per_second": 1_700.0},
+        {**_host("sb3:td3:4:subproc", 400.0, -1_100.0, 6_000), "updates_per_second": 300.0},
+    ]
+    fig = report.host_td3_sb3({"rows": rows})
+    # the subprocess cases: 1,800 / 400 = 4.5 env steps/s; 1,500 / 300 = 5.00x updates
+    assert (fig.ours, fig.theirs, fig.unit, fig.ratio) == (1_800.0, 400.0, "env steps/s", 4.5)
+    assert (fig.ours_return, fig.peer_return) == (-900.0, -1_100.0)
+    assert fig.note == ("4 envs, 6,000 steps; gradient steps/s 1,500 / 300 = 5.00x; "
+                        "compile 40 s apart")
+
+
+def test_ppo_sb3_reader(tmp_path):
+    path = tmp_path / "sb3_ppo.json"  # shaped like benchmarks/sb3_ppo.py's JSON
+    path.write_text(json.dumps({
+        "steps": 40_960, "hyperparameters": {"num_envs": 8, "num_steps": 32},
+        "runs": {"ours": [{"steps_per_second": 90_000.0, "compile_s": 6.0,
+                           "final_return": 200.0}],
+                 "sb3": [{"steps_per_second": 1_500.0, "torch_threads": 2,
+                          "final_return": 150.0}]},
+        "median_steps_per_second": {"ours": 90_000.0, "sb3": 1_500.0},
+        "final_return": {"ours": [200.0, 300.0], "sb3": [150.0, None]},
+        "compile_s": 6.0}))
+    fig = report.ppo_sb3(json.loads(path.read_text()))
+    assert (fig.ours, fig.theirs, fig.unit, fig.ratio) == (90_000.0, 1_500.0, "env steps/s", 60.0)
+    assert (fig.ours_return, fig.peer_return) == (250.0, 150.0)  # means; a None left out
+    assert fig.note == "40,960 steps, 8 envs; compile 6 s apart; SB3 torch threads 2"
+
+
+def test_dqn_purejaxrl_reader(tmp_path):
+    path = tmp_path / "purejaxrl_dqn.json"  # shaped like benchmarks/purejaxrl_dqn.py's JSON
+    path.write_text(json.dumps({
+        "steps": 200_000,
+        "median_steps_per_second": {"ours": 60_000.0, "purejaxrl": 40_000.0},
+        "compile_s": {"ours": 5.0, "purejaxrl": 9.0},
+        "final_return": {"ours": [400.0], "purejaxrl": [120.0, 140.0]}}))
+    fig = report.dqn_purejaxrl(json.loads(path.read_text()))
+    assert (fig.ours, fig.theirs, fig.ratio) == (60_000.0, 40_000.0, 1.5)  # 60,000 / 40,000
+    assert (fig.ours_return, fig.peer_return) == (400.0, 130.0)
+    assert fig.note == "200,000 steps, 10 envs; compile 5 s / 9 s apart; training returns"
+
+
+def test_every_line_has_a_job_or_a_reason():
+    jobs = {job.key for job in report.JOBS}
+    for line in report.LINES:
+        assert (line.job in jobs and line.read is not None) or (line.job is None
+                                                                 and line.pending), line.key
+    pj = next(job for job in report.JOBS if job.key == "purejaxrl-dqn")
+    assert pj.purejaxrl and "--steps" in pj.quick
