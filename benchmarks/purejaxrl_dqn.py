@@ -26,9 +26,13 @@ Both sides run ``--steps`` env steps (PureJaxRL's ``TOTAL_TIMESTEPS``, 5e5 in it
 ``main()``), epsilon decayed over the first half of them on both sides (its
 ``EPSILON_ANNEAL_TIME``, 250,000 of 500,000 in ``main()``), each side in fresh
 processes, alternated over ``--rounds`` rounds (the order reversed every other round).
-Returns: PureJaxRL's the mean of its ``metrics["returns"]`` (each env's last finished
-episode, averaged over envs) over the last 5% of its steps; ours
-``TrainResult.final_returns()`` (episodes that finished in the last 5% of updates).
+Returns, not timed: the greedy return at the end, one episode in each of 32 envs from
+their own start states (ours ``jaxrl_par.greedy_returns``; PureJaxRL's Q-network's argmax
+on gymnax's env, played here), and the training return: PureJaxRL's the mean of its
+``metrics["returns"]`` (each env's last finished episode, averaged over envs, at every
+step, so a long episode counts for as long as it stands) over the last 5% of its steps;
+ours ``TrainResult.final_returns()`` (the mean over episodes that finished in the last 5%
+of updates).
 
     PUREJAXRL_PYTHON=/path/to/pj/bin/python PUREJAXRL_DIR=/path/to/purejaxrl \\
         python benchmarks/purejaxrl_dqn.py --steps 500000 --rounds 3 --repeats 3 \\
@@ -53,6 +57,7 @@ MAIN_CONFIG = {  # purejaxrl/dqn.py's main(), at commit 31756b1
     "ENTITY": "", "PROJECT": "",
 }
 TAIL = 0.05  # the share of steps whose returns make the final return
+EPISODES = 32  # greedy episodes per side at the end, not timed
 
 
 def config_for(steps: int) -> dict:
@@ -85,10 +90,44 @@ def run_purejaxrl(steps: int, repeats: int, where: str) -> dict:
     returns = np.asarray(out["metrics"]["returns"])  # [seeds, updates]
     tail = returns[:, -max(1, int(returns.shape[1] * TAIL)):]
     done = int(np.asarray(out["metrics"]["timesteps"])[0, -1]) * config["NUM_SEEDS"]
+    params = jax.tree_util.tree_map(lambda x: x[0], out["runner_state"][0].params)
     return {"steps": done, "steps_per_second": done / statistics.median(seconds),
             "seconds": seconds, "compile_s": compile_s,
             "gradient_steps": int(np.asarray(out["metrics"]["updates"])[0, -1]),
-            "final_return": float(tail.mean()), "jax": jax.__version__}
+            "final_return": float(tail.mean()),
+            "greedy_return": purejaxrl_greedy(params, config["ENV_NAME"]),
+            "jax": jax.__version__}
+
+
+def purejaxrl_greedy(params, env_name: str, episodes: int = EPISODES) -> float:
+    """Mean return of one greedy episode (argmax of ``dqn.py``'s ``QNetwork``) in each of
+    ``episodes`` gymnax envs, each from its own start state, played to the episode limit."""
+    import gymnax
+    import jax
+    import jax.numpy as jnp
+    from dqn import QNetwork
+
+    env, env_params = gymnax.make(env_name)
+    network = QNetwork(action_dim=env.action_space(env_params).n)
+
+    @jax.jit
+    def run(key):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, episodes),
+                                                            env_params)
+
+        def step(carry, k):
+            obs, state, total, alive = carry
+            action = jnp.argmax(network.apply(params, obs), axis=-1)
+            obs, state, reward, done, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(k, episodes), state, action, env_params)
+            return (obs, state, total + reward * alive, alive * (1 - done)), None
+
+        init = (obs, state, jnp.zeros(episodes), jnp.ones(episodes))
+        keys = jax.random.split(jax.random.fold_in(key, 1), env_params.max_steps_in_episode)
+        (_, _, total, _), _ = jax.lax.scan(step, init, keys)
+        return total.mean()
+
+    return float(run(jax.random.PRNGKey(1)))
 
 
 def ours_config(steps: int):
@@ -111,14 +150,16 @@ def ours_config(steps: int):
 def run_ours(steps: int) -> dict:
     import numpy as np
 
-    from jaxrl_par import train
+    from jaxrl_par import greedy_returns, train
     from jaxrl_par.algos import dqn
 
-    result = train(dqn.make(ours_config(steps)), 0, progress=False)
+    algo = dqn.make(ours_config(steps))
+    result = train(algo, 0, progress=False)
     return {"steps": int(result.env_steps[-1]), "steps_per_second": result.steps_per_second,
             "train_s": result.train_seconds, "compile_s": result.compile_seconds,
             "gradient_steps": int(np.asarray(result.state.gradient_steps)[0]),
-            "final_return": float(result.final_returns(TAIL)[0])}
+            "final_return": float(result.final_returns(TAIL)[0]),
+            "greedy_return": float(greedy_returns(algo, result.state, num_envs=EPISODES)[0])}
 
 
 #: Each side's XLA:CPU set-up (``common.pool_env`` arguments): ours one thread, as the CLI
@@ -166,13 +207,15 @@ def main() -> int:
               for who, v in runs.items()}
     compile_s = {who: statistics.median(r["compile_s"] for r in v) for who, v in runs.items()}
     finals = {who: [r["final_return"] for r in v] for who, v in runs.items()}
+    greedy = {who: [r["greedy_return"] for r in v] for who, v in runs.items()}
     write_json(args.out, {"machine": machine(), "steps": args.steps,
                           "config": config_for(args.steps),
                           "runs": runs, "median_steps_per_second": median,
-                          "compile_s": compile_s, "final_return": finals})
+                          "compile_s": compile_s, "final_return": finals,
+                          "greedy_return": greedy})
     print(f"wrote {args.out}: env steps/s ours {median['ours']:,.0f}, PureJaxRL "
           f"{median['purejaxrl']:,.0f} ({median['ours'] / median['purejaxrl']:.2f}x); "
-          f"compile s {compile_s}; final returns {finals}")
+          f"compile s {compile_s}; training returns {finals}; greedy returns {greedy}")
     return 0
 
 

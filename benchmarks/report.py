@@ -132,12 +132,16 @@ def dqn_throughput(data: dict) -> Figures:
 def dqn_purejaxrl(data: dict) -> Figures:
     """DQN at PureJaxRL's ``dqn.py`` config (``purejaxrl_dqn.py``): env steps/s of ours
     (``train()``) and of PureJaxRL's compiled run, each in fresh processes, compile
-    apart; the final training returns of both."""
-    med, finals, comp = data["median_steps_per_second"], data["final_return"], data["compile_s"]
+    apart; greedy returns at the end, the training returns in the note."""
+    med, comp = data["median_steps_per_second"], data["compile_s"]
+    greedy, finals = data.get("greedy_return", {}), data["final_return"]
+    train_ours, train_peer = _mean(finals.get("ours")), _mean(finals.get("purejaxrl"))
+    trained = ("" if train_ours is None or train_peer is None else
+               f"; training returns {train_ours:,.1f} / {train_peer:,.1f}")
     return Figures(med["ours"], med["purejaxrl"], "env steps/s", med["ours"] / med["purejaxrl"],
-                   _mean(finals.get("ours")), _mean(finals.get("purejaxrl")),
+                   _mean(greedy.get("ours")), _mean(greedy.get("purejaxrl")),
                    note=f"{data['steps']:,} steps, 10 envs; compile {comp['ours']:.0f} s / "
-                        f"{comp['purejaxrl']:.0f} s apart; training returns")
+                        f"{comp['purejaxrl']:.0f} s apart; greedy returns" + trained)
 
 
 def ppo_sb3(data: dict) -> Figures:

@@ -223,11 +223,13 @@ def test_dqn_purejaxrl_reader(tmp_path):
         "steps": 200_000,
         "median_steps_per_second": {"ours": 60_000.0, "purejaxrl": 40_000.0},
         "compile_s": {"ours": 5.0, "purejaxrl": 9.0},
-        "final_return": {"ours": [400.0], "purejaxrl": [120.0, 140.0]}}))
+        "final_return": {"ours": [400.0], "purejaxrl": [120.0, 140.0]},
+        "greedy_return": {"ours": [500.0], "purejaxrl": [450.0, 350.0]}}))
     fig = report.dqn_purejaxrl(json.loads(path.read_text()))
     assert (fig.ours, fig.theirs, fig.ratio) == (60_000.0, 40_000.0, 1.5)  # 60,000 / 40,000
-    assert (fig.ours_return, fig.peer_return) == (400.0, 130.0)
-    assert fig.note == "200,000 steps, 10 envs; compile 5 s / 9 s apart; training returns"
+    assert (fig.ours_return, fig.peer_return) == (500.0, 400.0)  # greedy, mean over rounds
+    assert fig.note == ("200,000 steps, 10 envs; compile 5 s / 9 s apart; greedy returns; "
+                        "training returns 400.0 / 130.0")
 
 
 def test_every_line_has_a_job_or_a_reason():
