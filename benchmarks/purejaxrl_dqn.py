@@ -168,7 +168,7 @@ POOLS = {"ours": (1,), "purejaxrl": (None,)}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=500_000, help="env steps of every run")
     p.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
     p.add_argument("--repeats", type=int, default=3,

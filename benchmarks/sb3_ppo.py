@@ -125,7 +125,7 @@ POOLS = {"ours": (1,), "sb3": (None,)}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=150_000,
                    help="env steps of every run (rounded down to whole updates)")
     p.add_argument("--rounds", type=int, default=3,
