@@ -26,10 +26,21 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_par import axes, envs, replay
-from jaxrl_par.algos import hyper
-from jaxrl_par.algos.base import Algorithm, HostSteps, clipped_adam
+from jaxrl_par import axes, envs
+from jaxrl_par.algos import continuous_common, hyper
+from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.algos.config import ReplaySchedule
+from jaxrl_par.algos.continuous_common import (
+    Blocks,
+    Transition,
+    algorithm,
+    apply_gradients,
+    critic_step,
+    init_parts,
+    learner_metrics,
+    make_blocks,
+    store_and_learn,
+)
 from jaxrl_par.algos.fields import (
     Critics,
     DataParallel,
@@ -46,14 +57,8 @@ from jaxrl_par.algos.fields import (
 )
 from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.rollouts import policy_rollout
-from jaxrl_par.envs import host
-from jaxrl_par.losses.soft_actor_critic import (
-    soft_actor_loss,
-    soft_critic_loss,
-    soft_q_target,
-    temperature_loss,
-)
-from jaxrl_par.networks import EnsembleQ, SquashedGaussianActor
+from jaxrl_par.losses.soft_actor_critic import soft_actor_loss, soft_q_target, temperature_loss
+from jaxrl_par.networks import SquashedGaussianActor
 
 
 @configclass
@@ -92,16 +97,6 @@ class Config(ReplaySchedule, DataParallel, Network, Critics, Polyak, TrainFreque
         self.check_replay()
 
 
-class Transition(NamedTuple):
-    """One stored step (no batch axis in the buffer's example)."""
-
-    obs: jax.Array
-    action: jax.Array  # [D] as the env took it (inside the box)
-    reward: jax.Array
-    terminated: jax.Array  # float32 1/0
-    next_obs: jax.Array  # the observation reached (final_obs before a reset)
-
-
 @struct.dataclass
 class State:
     actor_params: dict
@@ -137,201 +132,189 @@ class _Exploring(NamedTuple):
         return self.policy.log_prob(action)  # not used by SAC's learner
 
 
+STATS = ("critic_loss", "actor_loss", "q_mean", "entropy")  # a learner step's statistics
+
+
+class Learner(NamedTuple):
+    """The learner's carry through an update's gradient steps."""
+
+    actor_params: dict
+    critic_params: dict  # [K, ...] leaves
+    target_critic_params: dict
+    log_alpha: jax.Array  # [] float32
+    actor_opt: optax.OptState
+    critic_opt: optax.OptState
+    alpha_opt: optax.OptState
+
+
+def target_entropy(b: Blocks) -> float:
+    """The entropy the temperature aims at: ``cfg.target_entropy``, or ``-D``."""
+    cfg = b.cfg
+    return -float(b.action_dim) if cfg.target_entropy is None else cfg.target_entropy
+
+
+def optimizers(b: Blocks, hp):
+    """Adam for the actor, the critics and the temperature, at the values ``hp`` (the
+    config, or a lane's :func:`jaxrl_par.algos.hyper.view`)."""
+    return (*continuous_common.optimizers(b, hp), optax.adam(hp.alpha_learning_rate))
+
+
+def init_state(b: Blocks, key: jax.Array) -> State:
+    """The state before the first update: fresh envs (none on host envs), an empty
+    replay, the networks' initial parameters (the critics' as their targets) and the
+    temperature at ``init_alpha``."""
+    cfg = b.cfg
+    parts = init_parts(b, key)
+    log_alpha = jnp.log(jnp.float32(cfg.init_alpha))
+    tx_actor, tx_critic, tx_alpha = optimizers(b, cfg)
+    return State(
+        actor_params=parts.actor_params, critic_params=parts.critic_params,
+        target_critic_params=parts.critic_params, log_alpha=log_alpha,
+        actor_opt=tx_actor.init(parts.actor_params),
+        critic_opt=tx_critic.init(parts.critic_params), alpha_opt=tx_alpha.init(log_alpha),
+        env_state=parts.env_state, buffer=parts.buffer, key=parts.key,
+        env_steps=jnp.int32(0), gradient_steps=jnp.int32(0), update_count=jnp.int32(0),
+        hparams=hyper.init(cfg))
+
+
+def soft_target(b: Blocks, hp, actor_params, target_critic_params, batch: Transition,
+                noise: jax.Array, alpha: jax.Array) -> jax.Array:
+    """``[B]``: the soft bootstrap ``r + gamma (1 - terminated) (min_k Q'_k(s', a') -
+    alpha log pi(a' | s'))`` of the stored ``batch``, ``a'`` the policy's sample at
+    ``s'`` from the standard normal ``noise [B, D]``."""
+    next_action, next_log_prob = b.actor.apply(actor_params, batch.next_obs
+                                               ).sample_and_log_prob(noise)
+    next_q = jnp.min(b.critic.apply(target_critic_params, batch.next_obs, next_action),
+                     axis=0)
+    discount = hp.gamma * (1.0 - batch.terminated)
+    return jax.vmap(soft_q_target, (0, 0, 0, 0, None))(
+        batch.reward, discount, next_q, next_log_prob, alpha)
+
+
+def actor_loss(b: Blocks, params, critic_params, obs: jax.Array, noise: jax.Array,
+               alpha: jax.Array):
+    """``(loss, log_prob [B])``: the batch mean of ``alpha log pi(a | s) - min_k
+    Q_k(s, a)`` at ``obs [B, ...]``, ``a`` the reparameterised sample from the standard
+    normal ``noise [B, D]``."""
+    action, log_prob = b.actor.apply(params, obs).sample_and_log_prob(noise)
+    q = jnp.min(b.critic.apply(critic_params, obs, action), axis=0)
+    return jnp.mean(jax.vmap(soft_actor_loss, (0, 0, None))(log_prob, q, alpha)), log_prob
+
+
+def temperature_objective(b: Blocks, log_alpha: jax.Array, log_prob: jax.Array):
+    """The batch mean of the temperature loss at ``log_prob [B]``: its gradient in
+    ``log_alpha`` is the entropy estimate minus the target entropy."""
+    return jnp.mean(jax.vmap(temperature_loss, (None, 0, None))(log_alpha, log_prob,
+                                                                target_entropy(b)))
+
+
+def gradient_step(b: Blocks, hp, buffer, learner: Learner, xs):
+    """One learner step on a batch of stored transitions: critics, then the actor
+    (against the updated critics), then the temperature (with ``autotune_alpha``), then
+    the targets, each loss a batch mean of :mod:`jaxrl_par.losses.soft_actor_critic`'s.
+    ``xs`` holds the batch's slots ``[B]`` and the noise ``[2, B, D]`` of the next and
+    the current action; outputs the ``[4]`` statistics :data:`STATS`."""
+    slots, noise = xs
+    batch = b.buf.sample_at(buffer, slots).transitions
+    tx_actor, tx_critic, tx_alpha = optimizers(b, hp)
+    alpha = jnp.exp(learner.log_alpha)
+    target = soft_target(b, hp, learner.actor_params, learner.target_critic_params, batch,
+                         noise[0], alpha)
+    critic_params, critic_opt, c_loss, q_mean = critic_step(
+        b, tx_critic, learner.critic_params, learner.critic_opt, batch, target)
+    (a_loss, log_prob), grads = jax.value_and_grad(
+        functools.partial(actor_loss, b), has_aux=True)(learner.actor_params, critic_params,
+                                                        batch.obs, noise[1], alpha)
+    actor_params, actor_opt = apply_gradients(b, tx_actor, grads, learner.actor_opt,
+                                              learner.actor_params)
+    log_alpha, alpha_opt = learner.log_alpha, learner.alpha_opt
+    if b.cfg.autotune_alpha:
+        grad = jax.grad(functools.partial(temperature_objective, b))(log_alpha, log_prob)
+        grad = axes.pmean(grad, b.cfg.axis_name)
+        updates, alpha_opt = tx_alpha.update(grad, alpha_opt, log_alpha)
+        log_alpha = log_alpha + updates
+    learner = Learner(actor_params, critic_params, optax.incremental_update(
+        critic_params, learner.target_critic_params, hp.tau), log_alpha, actor_opt,
+        critic_opt, alpha_opt)
+    return learner, jnp.stack([c_loss, a_loss, q_mean, -jnp.mean(log_prob)])
+
+
+def learn(b: Blocks, learner: Learner, buffer, key: jax.Array, hparams):
+    """``gradient_steps_per_update`` :func:`gradient_step` s on uniform batches, drawn
+    at once; returns the learner and the steps' mean :data:`STATS`."""
+    cfg = b.cfg
+    hp = hyper.view(cfg, hparams)
+    g = cfg.gradient_steps_per_update
+    k_slots, k_noise = jax.random.split(key)
+    slots = jax.random.randint(k_slots, (g, cfg.batch_size), 0, buffer.size)
+    noise = jax.random.normal(k_noise, (g, 2, cfg.batch_size, b.action_dim))
+    learner, stats = jax.lax.scan(functools.partial(gradient_step, b, hp, buffer), learner,
+                                  (slots, noise))
+    return learner, jnp.mean(stats, axis=0)
+
+
+def exploring(b: Blocks, state: State, obs: jax.Array) -> _Exploring:
+    """The acting distribution of the state's next update at ``obs``."""
+    warm = state.env_steps < b.cfg.learning_starts
+    return _Exploring(b.actor.apply(state.actor_params, obs), warm)
+
+
+def learn_steps(b: Blocks, state: State, obs, action, ts: envs.Timestep, k_learn: jax.Array,
+                warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
+    """An update's storing and learning from its ``T`` steps (``[T, N, ...]``),
+    ``state`` holding the envs' state and key after them
+    (:func:`~jaxrl_par.algos.continuous_common.store_and_learn` of :func:`learn`)."""
+    learner = Learner(state.actor_params, state.critic_params, state.target_critic_params,
+                      state.log_alpha, state.actor_opt, state.critic_opt, state.alpha_opt)
+    out = store_and_learn(b, state, obs, action, ts, learner, functools.partial(learn, b),
+                          len(STATS), k_learn, warmup)
+    metrics = dict(zip(STATS, out.stats, strict=True))
+    metrics["alpha"] = jnp.exp(out.learner.log_alpha)
+    metrics = learner_metrics(b, metrics, out.gradient_steps, ts)
+    return state.replace(**out.learner._asdict(), buffer=out.buffer, env_steps=out.env_steps,
+                         gradient_steps=out.gradient_steps,
+                         update_count=state.update_count + 1), metrics
+
+
+def update(b: Blocks, state: State, warmup: bool = False
+           ) -> tuple[State, dict[str, jax.Array]]:
+    """One update: ``num_steps`` steps of every env with :func:`exploring`'s actions,
+    then :func:`learn_steps`. ``warmup=True`` leaves out the learning branch, for the
+    updates in which it cannot run (``Config.warmup_updates``): the same result,
+    cheaper under a vmap, where the ``lax.cond`` computes both branches."""
+    cfg = b.cfg
+    key, k_act, k_learn = host_steps.update_keys(state.key)
+    env_state, (obs, action, _, ts) = policy_rollout(
+        b.local_env(), functools.partial(exploring, b, state), state.env_state, k_act,
+        cfg.num_envs, cfg.num_steps, cfg.axis_name)
+    return learn_steps(b, state.replace(env_state=env_state, key=key), obs, action, ts,
+                       k_learn, warmup)
+
+
+def host_act(b: Blocks, state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
+    """Step ``t`` of the update on host envs (``obs [N, ...]``), drawn as
+    :func:`~jaxrl_par.blocks.rollouts.policy_rollout` draws."""
+    action, _ = host_steps.sample(exploring(b, state, obs), host_steps.step_key(state.key, t),
+                                  obs.shape[0], b.action_dim, False)
+    return host_steps.HostAction(action, action)
+
+
+def act(b: Blocks, state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """The policy's mode: the squashed mean, inside the action box."""
+    del key
+    return b.actor.apply(state.actor_params, obs).mode()
+
+
+def sample(b: Blocks, state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """An action drawn from the squashed Gaussian, inside the action box."""
+    dist = b.actor.apply(state.actor_params, obs)
+    return dist.sample_with_noise(jax.random.normal(key, dist.mean.shape))
+
+
 def make(config: Config) -> Algorithm:
-    """Builds SAC's pure ``init`` and ``update`` for ``config``."""
-    cfg = config
-    on_host = host.is_host(cfg.env)  # a vector of host envs (jaxrl_par.parallel.host_loop)
-    spec = envs.spec(cfg.env)
-    low, high = (jnp.broadcast_to(b, spec.action_shape) for b in spec.action_bounds)
-    action_dim = spec.num_actions
-    actor = SquashedGaussianActor(action_dim, tuple(float(x) for x in low.ravel()),
-                                  tuple(float(x) for x in high.ravel()),
-                                  obs_shape=spec.observation_shape,
-                                  hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation)
-    critic = EnsembleQ(cfg.num_critics, tuple(cfg.hidden_sizes), cfg.activation)
-    target_entropy = -float(action_dim) if cfg.target_entropy is None else cfg.target_entropy
-    buf = replay.uniform(cfg.buffer_size)
-
-    def optimizers(hp):
-        """Adam for the actor, the critics and the temperature, at the values ``hp``."""
-        return (clipped_adam(hp.learning_rate, cfg.max_grad_norm),
-                clipped_adam(hp.learning_rate, cfg.max_grad_norm),
-                optax.adam(hp.alpha_learning_rate))
-
-    def local_env() -> envs.VecEnv:
-        return envs.make(cfg.env, axes.local_size(cfg.num_envs, cfg.axis_name))
-
-    def init(key: jax.Array) -> State:
-        k_actor, k_critic, k_env, k_run = jax.random.split(key, 4)
-        obs0 = jnp.zeros((1,) + spec.observation_shape, spec.observation_dtype)
-        actor_params = actor.init(k_actor, obs0)
-        critic_params = critic.init(k_critic, obs0, jnp.zeros((1, action_dim)))
-        log_alpha = jnp.log(jnp.float32(cfg.init_alpha))
-        tx_actor, tx_critic, tx_alpha = optimizers(cfg)
-        example = Transition(jnp.zeros(spec.observation_shape, spec.observation_dtype),
-                             jnp.zeros((action_dim,)), jnp.float32(0), jnp.float32(0),
-                             jnp.zeros(spec.observation_shape, spec.observation_dtype))
-        return State(
-            actor_params=actor_params, critic_params=critic_params,
-            target_critic_params=critic_params, log_alpha=log_alpha,
-            actor_opt=tx_actor.init(actor_params), critic_opt=tx_critic.init(critic_params),
-            alpha_opt=tx_alpha.init(log_alpha),
-            env_state=None if on_host else local_env().reset(
-                axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name)),
-            buffer=buf.init(example), key=k_run, env_steps=jnp.int32(0),
-            gradient_steps=jnp.int32(0), update_count=jnp.int32(0), hparams=hyper.init(cfg))
-
-    def gradient_step(carry, xs, buffer, hp):
-        """One learner step on a batch of stored transitions: critics, then the actor
-        (against the updated critics), then the temperature, then the targets, each loss
-        a batch mean of :mod:`jaxrl_par.losses.soft_actor_critic`'s. Carry ``(actor,
-        critic and target parameters, log_alpha, optimiser states)``; output the
-        ``[4]`` statistics ``(critic loss, actor loss, mean Q, entropy)``."""
-        (actor_params, critic_params, target_params, log_alpha, opts) = carry
-        slots, noise = xs  # [B], [2, B, D]
-        batch = buf.sample_at(buffer, slots).transitions
-        tx_actor, tx_critic, tx_alpha = optimizers(hp)
-        actor_opt, critic_opt, alpha_opt = opts
-        alpha = jnp.exp(log_alpha)
-
-        next_action, next_log_prob = actor.apply(actor_params, batch.next_obs
-                                                 ).sample_and_log_prob(noise[0])
-        next_q = jnp.min(critic.apply(target_params, batch.next_obs, next_action), axis=0)
-        discount = hp.gamma * (1.0 - batch.terminated)
-        target = jax.vmap(soft_q_target, (0, 0, 0, 0, None))(
-            batch.reward, discount, next_q, next_log_prob, alpha)  # [B]
-
-        def critic_loss(params):
-            q = critic.apply(params, batch.obs, batch.action)  # [K, B]
-            loss = jnp.mean(jax.vmap(soft_critic_loss, (1, 0))(q, target))
-            return loss, jnp.mean(q)
-
-        (c_loss, q_mean), grads = jax.value_and_grad(critic_loss, has_aux=True)(critic_params)
-        grads = axes.pmean(grads, cfg.axis_name)
-        updates, critic_opt = tx_critic.update(grads, critic_opt, critic_params)
-        critic_params = optax.apply_updates(critic_params, updates)
-
-        def actor_loss(params):
-            action, log_prob = actor.apply(params, batch.obs).sample_and_log_prob(noise[1])
-            q = jnp.min(critic.apply(critic_params, batch.obs, action), axis=0)
-            return jnp.mean(jax.vmap(soft_actor_loss, (0, 0, None))(log_prob, q, alpha)), log_prob
-
-        (a_loss, log_prob), grads = jax.value_and_grad(actor_loss, has_aux=True)(actor_params)
-        grads = axes.pmean(grads, cfg.axis_name)
-        updates, actor_opt = tx_actor.update(grads, actor_opt, actor_params)
-        actor_params = optax.apply_updates(actor_params, updates)
-
-        entropy = -jnp.mean(log_prob)
-        if cfg.autotune_alpha:
-            # The temperature loss's gradient: the entropy estimate minus target_entropy.
-            grad = jax.grad(lambda la: jnp.mean(jax.vmap(temperature_loss, (None, 0, None))(
-                la, log_prob, target_entropy)))(log_alpha)
-            grad = axes.pmean(grad, cfg.axis_name)
-            updates, alpha_opt = tx_alpha.update(grad, alpha_opt, log_alpha)
-            log_alpha = log_alpha + updates
-        target_params = optax.incremental_update(critic_params, target_params, hp.tau)
-        carry = (actor_params, critic_params, target_params, log_alpha,
-                 (actor_opt, critic_opt, alpha_opt))
-        return carry, jnp.stack([c_loss, a_loss, q_mean, entropy])
-
-    def learn(carry, buffer, key, hparams):
-        hp = hyper.view(cfg, hparams)
-        g = cfg.gradient_steps_per_update
-        k_slots, k_noise = jax.random.split(key)
-        slots = jax.random.randint(k_slots, (g, cfg.batch_size), 0, buffer.size)
-        noise = jax.random.normal(k_noise, (g, 2, cfg.batch_size, action_dim))
-        carry, stats = jax.lax.scan(lambda c, x: gradient_step(c, x, buffer, hp), carry,
-                                    (slots, noise))
-        return carry, jnp.mean(stats, axis=0)
-
-    def skip(carry, buffer, key, hparams):
-        return carry, jnp.zeros(4, jnp.float32)
-
-    def update(state: State, warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
-        """One update; ``warmup=True`` leaves out the learning branch, for the updates in
-        which it cannot run (``Config.warmup_updates``): the same result, cheaper under a
-        vmap, where the ``lax.cond`` below computes both branches."""
-        key, k_act, k_learn = host_steps.update_keys(state.key)
-        env_state, (obs, action, _, ts) = policy_rollout(
-            local_env(), functools.partial(exploring, state), state.env_state, k_act,
-            cfg.num_envs, cfg.num_steps, cfg.axis_name)
-        return learn_steps(state.replace(env_state=env_state, key=key), obs, action, ts,
-                           k_learn, warmup)
-
-    def exploring(state: State, obs: jax.Array) -> _Exploring:
-        """The acting distribution of the state's next update at ``obs``."""
-        warm = state.env_steps < cfg.learning_starts
-        return _Exploring(actor.apply(state.actor_params, obs), warm)
-
-    def learn_steps(state: State, obs, action, ts: envs.Timestep, k_learn: jax.Array,
-                    warmup: bool = False) -> tuple[State, dict[str, jax.Array]]:
-        """An update's storing and learning from its ``T`` steps (``[T, N, ...]``),
-        ``state`` holding the envs' state and key after them."""
-
-        def flat(x):
-            return x.reshape((-1,) + x.shape[2:])
-
-        transitions = Transition(flat(obs), flat(action), flat(ts.reward),
-                                 flat(ts.terminated).astype(jnp.float32), flat(ts.final_obs))
-        buffer = buf.add(state.buffer, transitions)
-        env_steps = state.env_steps + cfg.env_steps_per_update
-        can_learn = (env_steps >= cfg.learning_starts) & buf.can_sample(buffer, cfg.batch_size)
-        carry = (state.actor_params, state.critic_params, state.target_critic_params,
-                 state.log_alpha, (state.actor_opt, state.critic_opt, state.alpha_opt))
-        if warmup:  # can_learn is False in every warm-up update
-            carry, stats = skip(carry, buffer, k_learn, state.hparams)
-        else:
-            carry, stats = jax.lax.cond(can_learn, learn, skip, carry, buffer, k_learn,
-                                        state.hparams)
-        actor_params, critic_params, target_params, log_alpha, opts = carry
-        gradient_steps = state.gradient_steps + jnp.where(
-            can_learn, cfg.gradient_steps_per_update, 0).astype(jnp.int32)
-        metrics = dict(zip(("critic_loss", "actor_loss", "q_mean", "entropy"), stats,
-                           strict=True))
-        metrics["alpha"] = jnp.exp(log_alpha)
-        metrics["gradient_steps"] = gradient_steps.astype(jnp.float32)
-        metrics = axes.pmean(metrics, cfg.axis_name)
-        metrics.update(envs.episode_metrics(ts, cfg.axis_name))
-        new_state = State(actor_params, critic_params, target_params, log_alpha, *opts,
-                          state.env_state, buffer, state.key, env_steps, gradient_steps,
-                          state.update_count + 1, state.hparams)
-        return new_state, metrics
-
-    def host_act(state: State, obs: jax.Array, t: jax.Array) -> host_steps.HostAction:
-        """Step ``t`` of the update on host envs, drawn as :func:`policy_rollout` draws."""
-        action, _ = host_steps.sample(exploring(state, obs), host_steps.step_key(state.key, t),
-                                      obs.shape[0], action_dim, False)
-        return host_steps.HostAction(action, action)
-
-    def host_learn(state: State, traj: host_steps.Rollout, warmup: bool = False):
-        """:func:`learn_steps` from a host rollout."""
-        key, _, k_learn = host_steps.update_keys(state.key)
-        return learn_steps(state.replace(key=key), traj.obs, traj.action, traj.timestep,
-                           k_learn, warmup)
-
-    def act(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """The policy's mode: the squashed mean, inside the action box."""
-        del key
-        return actor.apply(state.actor_params, obs).mode()
-
-    def sample(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """An action drawn from the squashed Gaussian, inside the action box."""
-        dist = actor.apply(state.actor_params, obs)
-        return dist.sample_with_noise(jax.random.normal(key, dist.mean.shape))
-
-    return Algorithm(
-        config=cfg,
-        init=init,
-        update=host.compiled_update if on_host else update,
-        num_updates=cfg.num_updates,
-        env_steps_per_update=cfg.env_steps_per_update,
-        act=act,
-        sample=sample,
-        hyperparams=cfg.sweep,
-        warmup_update=functools.partial(update, warmup=True),
-        axis_name=cfg.axis_name,
-        data_parallel=not on_host,
-        warmup_updates=cfg.warmup_updates,
-        host_steps=HostSteps(host_act, host_learn, functools.partial(host_learn, warmup=True))
-        if on_host else None,
-    )
+    """Builds SAC's pure ``init`` and ``update`` for ``config``; on host envs, the
+    update split at the env step (``host_steps``) instead."""
+    b = make_blocks(config, SquashedGaussianActor)
+    return algorithm(b, functools.partial(init_state, b), functools.partial(update, b),
+                     functools.partial(learn_steps, b), functools.partial(act, b),
+                     functools.partial(host_act, b), sample=functools.partial(sample, b))
