@@ -1,10 +1,11 @@
 """PureJaxRL's PPO (``purejaxrl/ppo.py``, unmodified) timed as its users compile it.
 
 Runs in an environment of its own, since PureJaxRL needs gymnax 0.0.9 (its ``step`` returns
-five values) and distrax::
+five values), distrax, and brax and navix (its ``wrappers.py`` imports both); its
+``dqn.py`` also imports flashbax and wandb::
 
     python3 -m venv /tmp/pj && /tmp/pj/bin/pip install "jax==0.10.2" "gymnax==0.0.9" \\
-        distrax flax optax
+        distrax flax optax brax navix "flashbax==0.1.3" wandb
     git clone https://github.com/luchris429/purejaxrl && git -C purejaxrl checkout 31756b1
     /tmp/pj/bin/python benchmarks/purejaxrl_ppo.py --dir purejaxrl \\
         --env CartPole-v1 --num-envs 4 --updates 61 --repeats 3

@@ -15,8 +15,8 @@ BENCHMARKS.md; the prose around it stays.
 A job whose peer package is missing is skipped with a note, as are the PureJaxRL lines
 when no PureJaxRL checkout (``$PUREJAXRL_DIR``, else a clone of its public repository at
 commit :data:`PUREJAXRL_COMMIT` in ``~/.cache/jaxrl_par``) or no interpreter with its
-dependencies (``$PUREJAXRL_PYTHON``: gymnax 0.0.9, distrax; flashbax 0.1.3 and wandb for
-its DQN) is at hand. Lines without a
+dependencies (``$PUREJAXRL_PYTHON``: gymnax 0.0.9, distrax, brax, navix; flashbax 0.1.3 and
+wandb for its DQN) is at hand. Lines without a
 benchmark yet are kept as "not measured yet", with the command that will fill them.
 """
 
@@ -454,7 +454,8 @@ def purejaxrl() -> tuple[dict[str, str] | None, str]:
         where = str(clone)
     python = os.environ.get("PUREJAXRL_PYTHON")
     if not python:
-        return None, ("set PUREJAXRL_PYTHON to an interpreter with gymnax 0.0.9 and distrax "
+        return None, ("set PUREJAXRL_PYTHON to an interpreter with gymnax 0.0.9, distrax, brax "
+                      "and navix "
                       "(benchmarks/purejaxrl_ppo.py), and flashbax 0.1.3 and wandb for its "
                       "DQN (benchmarks/purejaxrl_dqn.py)")
     return {"PUREJAXRL_DIR": where, "PUREJAXRL_PYTHON": python}, ""
