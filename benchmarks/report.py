@@ -573,6 +573,7 @@ def measure(mode: str, only: set[str] | None, results: pathlib.Path, timeout: fl
                                                   "flashbax_us", "speedup", "xla_floor_us")}
                            for r in runs["replay"]["data"]["rows"]]
     return {"mode": mode, "machine": where, "commit": head,
+            "selected": [ln.key for ln in lines],
             "seconds": {k: v.get("seconds") for k, v in runs.items()},
             "cpu_seconds": {k: v.get("cpu_seconds") for k, v in runs.items()}, "rows": rows,
             "tables": extra}
@@ -646,9 +647,13 @@ def write_summary(report: pathlib.Path, markdown: str) -> None:
 
 def merge(old: dict, new: dict) -> dict:
     """A record of some rows (``--only``) merged into an earlier one of the same mode: its
-    rows and tables replace the earlier ones of the same key, the rest stays."""
+    rows and tables replace the earlier ones of the same key, the rest stays. A row the
+    new record selected but holds no figure for (its job's run in this mode does not
+    measure it) leaves the report, rather than keep an older run's row."""
     order = {ln.key: i for i, ln in enumerate(LINES)}
-    rows = {r["key"]: r for r in old["rows"]} | {r["key"]: r for r in new["rows"]}
+    selected = set(new.get("selected", ()))
+    rows = {r["key"]: r for r in old["rows"] if r["key"] not in selected} | {
+        r["key"]: r for r in new["rows"]}
     return {**old, "machine": new["machine"], "commit": new["commit"],
             "rows": sorted(rows.values(), key=lambda r: order.get(r["key"], len(order))),
             **{k: {**old.get(k, {}), **new[k]} for k in ("seconds", "cpu_seconds", "tables")}}

@@ -126,6 +126,16 @@ def test_merge_keeps_the_rows_not_rerun():
     assert merged["seconds"] == {"ppo": 12.0, "sac": 9.0} and merged["commit"] == "def5678"
 
 
+def test_merge_drops_a_selected_row_the_new_run_holds_no_figure_for():
+    # --only sac-rejax,td3-rejax where this mode's run gives td3-rejax no figure: the
+    # earlier record's td3-rejax row (a failed run, say) does not stay in the report.
+    new = {"mode": "quick", "machine": "m2", "commit": "def5678", "seconds": {"sac": 9.0},
+           "cpu_seconds": {}, "tables": {}, "selected": ["sac-rejax", "td3-rejax"],
+           "rows": [{**RECORD["rows"][1], "ratio": 3.0}]}
+    merged = report.merge({**RECORD, "cpu_seconds": {}}, new)
+    assert [r["key"] for r in merged["rows"]] == ["ppo-rejax", "dqn-rejax", "sac-rejax"]
+
+
 def test_run_job_skips_a_missing_peer_and_names_a_kill(tmp_path):
     say = lambda _: None  # noqa: E731
     missing = report.Job("x", ("-c", "pass"), ("-c", "pass"), None,
