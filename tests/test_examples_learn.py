@@ -20,7 +20,9 @@ CASES = [
     ("jaxrl-par train dqn --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
     ("jaxrl-par train sac --env Pendulum-v1", ["--seeds", "2"], "final_return", -250.0),
     ("jaxrl-par train impala --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
-    ("jaxrl-par train a3c --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
+    # The round-robin form stalls on about 1 seed in 4 (BENCHMARKS.md, A3C); the README
+    # says so, and promises 475 of the threaded form (16 of 16 seeds there).
+    ("jaxrl-par train a3c --async-workers", ["--seeds", "2"], "final_return", 475.0),
     ("jaxrl-par train a2c --set num_envs=8 --devices 2", ["--seeds", "2"],
      "final_return", 475.0),
     ("jaxrl-par train apex", ["--seeds", "2", "--eval-envs", "8"], "greedy_return", 475.0),
