@@ -1,7 +1,8 @@
 """Host vector envs: jaxrl_par's PPO, SAC and TD3 on gymnasium envs stepped in subprocesses
-(gymnasium's AsyncVectorEnv) or in-process (SyncVectorEnv), against stable-baselines3's
-PPO, SAC and TD3 on SubprocVecEnv and DummyVecEnv at the same num_envs and
-hyperparameters.
+(``grouped``, the default: a subprocess per core, each stepping a group of the envs;
+``async``: gymnasium's AsyncVectorEnv, a subprocess per env) or in-process
+(``sync``: SyncVectorEnv), against stable-baselines3's PPO, SAC and TD3 on SubprocVecEnv
+and DummyVecEnv at the same num_envs and hyperparameters.
 
 Every case runs in a fresh process, as its users run it; throughput is env steps per
 second of the training loop (jaxrl_par's compile time is reported apart; SB3 compiles
@@ -11,7 +12,7 @@ stepping the envs, waiting for the device, and the host's own work.
 
     python benchmarks/host_envs.py                       # the table, and JSON
     python benchmarks/host_envs.py --ppo-steps 100000 --sac-steps 30000 --solve
-    python benchmarks/host_envs.py --case jaxrl_par:ppo:8:async --steps 50000   # one case
+    python benchmarks/host_envs.py --case jaxrl_par:ppo:8:grouped --steps 50000  # one case
     python benchmarks/host_envs.py --no-ppo --no-sac --td3-steps 10000           # TD3 only
 
 Needs ``pip install stable-baselines3`` for the peers (they are skipped without it).
@@ -164,7 +165,8 @@ def main() -> int:
     p.add_argument("--no-ppo", action="store_true")
     p.add_argument("--no-sac", action="store_true")
     p.add_argument("--subprocesses-only", action="store_true",
-                   help="only envs in subprocesses: jaxrl_par's async, SB3's SubprocVecEnv")
+                   help="only envs in subprocesses: jaxrl_par's grouped and async, SB3's "
+                        "SubprocVecEnv")
     p.add_argument("--no-td3", action="store_true")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="SB3's torch intra-op threads (0: torch's default); on a loaded host "
@@ -185,27 +187,26 @@ def main() -> int:
         peers = False
     cases = []
     for n in [] if args.no_ppo else args.num_envs:
-        cases += [(f"jaxrl_par:ppo:{n}:async", args.ppo_steps),
+        cases += [(f"jaxrl_par:ppo:{n}:grouped", args.ppo_steps),
+                  (f"jaxrl_par:ppo:{n}:async", args.ppo_steps),
                   (f"jaxrl_par:ppo:{n}:sync", args.ppo_steps)]
         if peers:
             cases += [(f"sb3:ppo:{n}:subproc", args.ppo_steps),
                       (f"sb3:ppo:{n}:dummy", args.ppo_steps)]
     if not args.no_sac:
-        cases += [("jaxrl_par:sac:4:async", args.sac_steps), ("jaxrl_par:sac:4:sync",
-                                                             args.sac_steps)]
+        cases += [(f"jaxrl_par:sac:4:{v}", args.sac_steps) for v in ("grouped", "async", "sync")]
         if peers:
             cases += [("sb3:sac:4:subproc", args.sac_steps), ("sb3:sac:4:dummy",
                                                              args.sac_steps)]
     if not args.no_td3:
-        cases += [("jaxrl_par:td3:4:async", args.td3_steps), ("jaxrl_par:td3:4:sync",
-                                                             args.td3_steps)]
+        cases += [(f"jaxrl_par:td3:4:{v}", args.td3_steps) for v in ("grouped", "async", "sync")]
         if peers:
             cases += [("sb3:td3:4:subproc", args.td3_steps), ("sb3:td3:4:dummy",
                                                              args.td3_steps)]
     if args.subprocesses_only:
-        cases = [(c, n) for c, n in cases if c.endswith((":async", ":subproc"))]
+        cases = [(c, n) for c, n in cases if c.endswith((":grouped", ":async", ":subproc"))]
     if args.solve:
-        cases.append(("jaxrl_par:ppo-defaults:4:async", 500_000))
+        cases.append(("jaxrl_par:ppo-defaults:4:grouped", 500_000))
     rows = []
     print(f"{'case':32s} {'steps':>8s} {'steps/s':>9s} {'train s':>8s} {'compile s':>9s} "
           f"{'return':>8s} {'updates/s':>9s}  busy (env/device/host)")
@@ -223,13 +224,15 @@ def main() -> int:
               f"{row['final_return']:8.1f} {row.get('updates_per_second', float('nan')):9.0f}"
               f"  {busy_s}", flush=True)
     for n in args.num_envs:
-        ours = _find(rows, f"jaxrl_par:ppo:{n}:async")
-        peer = _find(rows, f"sb3:ppo:{n}:subproc")
-        if ours and peer:
-            print(f"PPO, {n} subprocess envs: jaxrl_par / SB3 = "
-                  f"{ours['steps_per_second'] / peer['steps_per_second']:.2f}x env steps/s")
+        for ours_env in ("grouped", "async"):
+            ours = _find(rows, f"jaxrl_par:ppo:{n}:{ours_env}")
+            peer = _find(rows, f"sb3:ppo:{n}:subproc")
+            if ours and peer:
+                print(f"PPO, {n} subprocess envs ({ours_env}/SubprocVecEnv): jaxrl_par / SB3 = "
+                      f"{ours['steps_per_second'] / peer['steps_per_second']:.2f}x env steps/s")
     for name in ("sac", "td3"):
-        for ours_env, peer_env in (("async", "subproc"), ("sync", "dummy")):
+        for ours_env, peer_env in (("grouped", "subproc"), ("async", "subproc"),
+                                   ("sync", "dummy")):
             ours = _find(rows, f"jaxrl_par:{name}:4:{ours_env}")
             peer = _find(rows, f"sb3:{name}:4:{peer_env}")
             if ours and peer:
@@ -248,7 +251,7 @@ def fresh_defaults() -> dict | None:
     code = ("import json; from jaxrl_par.algos import ppo; "
             "from jaxrl_par.runner.training import train; "
             "r = train(ppo.make(ppo.Config(env='gymnasium:CartPole-v1')), 0, progress=False); "
-            "print(json.dumps({'case': 'jaxrl_par:ppo-defaults:4:async', 'steps': 500000, "
+            "print(json.dumps({'case': 'jaxrl_par:ppo-defaults:4:grouped', 'steps': 500000, "
             "'steps_per_second': r.steps_per_second, 'train_seconds': r.train_seconds, "
             "'compile_seconds': r.compile_seconds, "
             "'final_return': float(r.final_returns(0.05)[0])}))")

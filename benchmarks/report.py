@@ -183,35 +183,55 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or x != x else x  # NaN: no episode finished
 
 
+def _ours_in_subprocesses(data: dict, algo: str, n) -> tuple[dict | None, str]:
+    """Our case of ``algo`` on ``n`` envs in subprocesses as users run it: the default
+    ``grouped`` vector env where the run has it (older runs: ``async``), and a note
+    with the other one's ratio to SB3's SubprocVecEnv."""
+    ours = _host_case(data, f"jaxrl_par:{algo}:{n}:grouped")
+    other = _host_case(data, f"jaxrl_par:{algo}:{n}:async")
+    if ours is None:
+        return other, ""
+    peer = _host_case(data, f"sb3:{algo}:{n}:subproc")
+    note = ""
+    if other is not None and peer is not None:
+        note = (f"a subprocess per core; a subprocess per env (async) "
+                f"{other['steps_per_second'] / peer['steps_per_second']:.2f}x")
+    return ours, note
+
+
 def host_ppo_sb3(data: dict) -> Figures | None:
-    """PPO on gymnasium CartPole in subprocesses (``host_envs.py``): ours on
-    AsyncVectorEnv against SB3 on SubprocVecEnv at the most envs both ran; env steps/s
-    and the return of the last episodes; the other env counts' ratios in the note."""
+    """PPO on gymnasium CartPole in subprocesses (``host_envs.py``): ours on its default
+    vector env (:func:`_ours_in_subprocesses`) against SB3 on SubprocVecEnv at the most
+    envs both ran; env steps/s and the return of the last episodes; the other env
+    counts' ratios in the note."""
     pairs = {}
     for row in data["rows"]:
-        lib, algo, n, vec = row["case"].split(":")
-        if (lib, algo, vec) == ("jaxrl_par", "ppo", "async"):
+        lib, algo, n, _ = row["case"].split(":")
+        if (lib, algo) == ("jaxrl_par", "ppo") and int(n) not in pairs:
+            ours, note = _ours_in_subprocesses(data, "ppo", n)
             peer = _host_case(data, f"sb3:ppo:{n}:subproc")
-            if peer is not None:
-                pairs[int(n)] = (row, peer)
+            if ours is not None and peer is not None:
+                pairs[int(n)] = (ours, peer, note)
     if not pairs:
         return None
     n = max(pairs)
-    ours, peer = pairs[n]
+    ours, peer, note = pairs[n]
     others = ", ".join(f"{k} envs {o['steps_per_second'] / p['steps_per_second']:.2f}x"
-                       for k, (o, p) in sorted(pairs.items()) if k != n)
+                       for k, (o, p, _) in sorted(pairs.items()) if k != n)
     return Figures(ours["steps_per_second"], peer["steps_per_second"], "env steps/s",
                    ours["steps_per_second"] / peer["steps_per_second"],
                    _finite(ours["final_return"]), _finite(peer["final_return"]),
-                   note="; ".join(filter(None, [f"{n} envs, {ours['steps']:,} steps", others,
+                   note="; ".join(filter(None, [f"{n} envs, {ours['steps']:,} steps", note,
+                                                others,
                                                 f"compile {ours['compile_seconds']:.0f} s apart"])))
 
 
 def _host_replay_learner(data: dict, algo: str) -> Figures | None:
     """A replay learner (``sac``, ``td3``) on gymnasium Pendulum, 4 envs in subprocesses
-    (``host_envs.py``): ours on AsyncVectorEnv against SB3 on SubprocVecEnv; env steps/s
-    and the last episodes' return; the note gives the ratio of gradient (critic) steps/s."""
-    ours = _host_case(data, f"jaxrl_par:{algo}:4:async")
+    (``host_envs.py``): ours on its default vector env (:func:`_ours_in_subprocesses`)
+    against SB3 on SubprocVecEnv; env steps/s and the last episodes' return; the note
+    gives the ratio of gradient (critic) steps/s."""
+    ours, vec_note = _ours_in_subprocesses(data, algo, 4)
     peer = _host_case(data, f"sb3:{algo}:4:subproc")
     if ours is None or peer is None:
         return None
@@ -224,7 +244,7 @@ def _host_replay_learner(data: dict, algo: str) -> Figures | None:
                    ours["steps_per_second"] / peer["steps_per_second"],
                    _finite(ours["final_return"]), _finite(peer["final_return"]),
                    note="; ".join(filter(None, [
-                       f"4 envs, {ours['steps']:,} steps", updates,
+                       f"4 envs, {ours['steps']:,} steps", vec_note, updates,
                        f"compile {ours['compile_seconds']:.0f} s apart"])))
 
 

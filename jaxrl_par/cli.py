@@ -175,10 +175,11 @@ def _parser() -> argparse.ArgumentParser:
                           "pushing gradients as they finish (nondeterministic; workers "
                           "spread over the devices). Without it the workers push in a fixed "
                           "round-robin order inside one compiled program")
-    par.add_argument("--vector-env", choices=("async", "sync"), default=None,
-                     help="gymnasium:<id> envs: each in a subprocess (async, gymnasium's "
-                          "AsyncVectorEnv; the default for ppo, a2c, dqn, sac) or all in "
-                          "this process (sync)")
+    par.add_argument("--vector-env", choices=("grouped", "async", "sync"), default=None,
+                     help="gymnasium:<id> envs: a subprocess per core, each stepping a "
+                          "group of the envs (grouped; the default for ppo, a2c, dqn, sac, "
+                          "ddpg, td3), each env in a subprocess (async, gymnasium's "
+                          "AsyncVectorEnv) or all in this process (sync)")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     c = sub.add_parser(

@@ -196,6 +196,25 @@ def test_host_env_readers():
     assert report.host_td3_sb3({"rows": rows}) is None  # a run with --no-td3
 
 
+def test_host_env_readers_take_the_default_grouped_envs_where_the_run_has_them():
+    rows = [
+        _host("jaxrl_par:ppo:32:grouped", 12_000.0, 30.0),
+        _host("jaxrl_par:ppo:32:async", 3_000.0, 30.0),
+        _host("sb3:ppo:32:subproc", 1_000.0, 25.0),
+        {**_host("jaxrl_par:sac:4:grouped", 900.0, -900.0, 6_000), "updates_per_second": 800.0},
+        {**_host("jaxrl_par:sac:4:async", 750.0, -900.0, 6_000), "updates_per_second": 700.0},
+        {**_host("sb3:sac:4:subproc", 150.0, -950.0, 6_000), "updates_per_second": 100.0},
+    ]
+    ppo = report.host_ppo_sb3({"rows": rows})
+    # 12,000 / 1,000 = 12.0; the async case 3,000 / 1,000 = 3.00x in the note
+    assert (ppo.ours, ppo.ratio) == (12_000.0, 12.0)
+    assert ppo.note.startswith("32 envs, 8,192 steps; a subprocess per core; "
+                               "a subprocess per env (async) 3.00x")
+    sac = report.host_sac_sb3({"rows": rows})
+    assert (sac.ours, sac.ratio) == (900.0, 6.0)  # 900 / 150
+    assert "(async) 5.00x" in sac.note and "800 / 100 = 8.00x" in sac.note
+
+
 def test_host_td3_reader():
     rows = [  # host_envs.py's TD3 cases (replay learners also give gradient steps/s)
         {**_host("jaxrl_par:td3:4:async", 1_800.0, -900.0, 6_000), "updates_per_second": 1_500.0},

@@ -92,7 +92,7 @@ def _rollout(env_id: str, num_steps: int = 5, vector_env: str = "sync"):
     return jax.tree.map(lambda x: np.asarray(x)[0, :, 0], traj)  # lane 0, env 0
 
 
-@pytest.mark.parametrize("vector_env", ["sync", "async"])
+@pytest.mark.parametrize("vector_env", ["sync", "async", "grouped"])
 def test_same_step_autoreset_keeps_truncation_and_termination_apart(vector_env):
     """Gymnasium's vector envs in SAME_STEP mode: the step that ends an episode reports it
     and already observes the next episode's first observation; nothing is wasted on a

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_par.envs import envpool_envs, episodes
+from jaxrl_par.envs import envpool_envs, episodes, grouped
 
 PREFIX = "gymnasium:"
 
@@ -99,14 +99,19 @@ def spec(env_id: str) -> HostSpec:
     raise ValueError(f"{env_id}: actions must be Discrete or a 1-d Box, got {act_space}")
 
 
-VECTOR_ENVS = ("async", "sync")  # gymnasium's AsyncVectorEnv / SyncVectorEnv
+#: How a vector of gymnasium envs steps: ``"async"`` gymnasium's ``AsyncVectorEnv`` (a
+#: subprocess per env), ``"grouped"`` a subprocess per core each stepping a group of envs
+#: (:mod:`jaxrl_par.envs.grouped`), ``"sync"`` gymnasium's ``SyncVectorEnv`` (in this
+#: process).
+VECTOR_ENVS = ("async", "grouped", "sync")
 
 
 def check_vector_env(vector_env: str) -> None:
     """``ValueError`` unless ``vector_env`` is one of :data:`VECTOR_ENVS`."""
     if vector_env not in VECTOR_ENVS:
         raise ValueError(f"vector_env={vector_env!r}; choose from {VECTOR_ENVS} (async: "
-                         "each env in a subprocess, sync: all in this process)")
+                         "each env in a subprocess, grouped: a subprocess per core, each "
+                         "stepping a group of envs, sync: all in this process)")
 
 
 def _make_in_subprocess(name: str):
@@ -127,7 +132,10 @@ class HostVecEnv:
     ``vector_env="async"`` is gymnasium's ``AsyncVectorEnv``: each env in a subprocess,
     observations through shared memory (the SubprocVecEnv paradigm), so the envs step at
     once and :meth:`step_async` returns while they do; ``"sync"`` is its
-    ``SyncVectorEnv``, stepping them one after another in this process. Both run with
+    ``SyncVectorEnv``, stepping them one after another in this process; ``"grouped"``
+    is :class:`~jaxrl_par.envs.grouped.GroupedVecEnv`: a subprocess per core, each
+    stepping a group of the envs one after another (fewer processes and round trips than
+    envs). All three run with
     gymnasium 1.x's ``AutoresetMode.SAME_STEP``: the step that ends an episode returns
     the next episode's first observation, and the observation it reached in
     ``info["final_obs"]`` (the default ``NEXT_STEP`` mode would spend one step per
@@ -138,7 +146,7 @@ class HostVecEnv:
     Args:
       env_id: ``"gymnasium:<id>"``.
       num_envs: copies; env ``i`` is first reset with seed ``seed + i``.
-      vector_env: ``"sync"`` or ``"async"`` (:data:`VECTOR_ENVS`).
+      vector_env: ``"async"``, ``"grouped"`` or ``"sync"`` (:data:`VECTOR_ENVS`).
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int, vector_env: str = "sync"):
@@ -149,6 +157,8 @@ class HostVecEnv:
         if vector_env == "async":
             makers = [functools.partial(_make_in_subprocess, name)] * num_envs
             self.vector = gym.vector.AsyncVectorEnv(makers, autoreset_mode=mode)
+        elif vector_env == "grouped":
+            self.vector = grouped.GroupedVecEnv(name, num_envs)
         else:
             makers = [functools.partial(gym.make, name)] * num_envs
             self.vector = gym.vector.SyncVectorEnv(makers, autoreset_mode=mode)
@@ -166,7 +176,8 @@ class HostVecEnv:
         """Starts stepping every env with its action (``[N]`` ints or ``[N, D]``)."""
         actions = np.asarray(actions)
         actions = actions.astype(np.int64) if self.spec.discrete else actions
-        if isinstance(self.vector, _gymnasium().vector.AsyncVectorEnv):
+        if isinstance(self.vector, (_gymnasium().vector.AsyncVectorEnv,
+                                    grouped.GroupedVecEnv)):
             self.vector.step_async(actions)
         else:
             self._actions = actions

@@ -22,8 +22,8 @@ update, on-policy for PPO), so the device and the envs mostly take turns.
 :class:`HostTiming` measures how the wall clock splits between stepping the envs,
 waiting for the device and the host's own work.
 
-It is a runtime of the runner (``train(algo, ..., vector_env="async")``, the default for
-such algorithms): chunks, logs, checkpoints and evaluation work as on the device. The
+It is a runtime of the runner (``train(algo, ..., vector_env="grouped")``, the default
+for such algorithms): chunks, logs, checkpoints and evaluation work as on the device. The
 envs are not part of the checkpointed state: a resumed run starts new episodes.
 """
 
@@ -76,14 +76,16 @@ class HostLoop:
 
     Args:
       algo: the algorithm, made on a ``"gymnasium:<id>"`` env.
-      vector_env: ``"async"`` (gymnasium's ``AsyncVectorEnv``: subprocesses with shared
-        memory) or ``"sync"`` (``SyncVectorEnv``: in this process). Both give the same
-        results for a seed.
+      vector_env: ``"grouped"`` (a subprocess per core, each stepping a group of the
+        envs: :mod:`jaxrl_par.envs.grouped`), ``"async"`` (gymnasium's
+        ``AsyncVectorEnv``: a subprocess per env, shared memory) or ``"sync"``
+        (``SyncVectorEnv``: in this process). All three give the same results for a
+        seed.
     """
 
     concurrent = False  # one host thread
 
-    def __init__(self, algo: Algorithm, vector_env: str = "async"):
+    def __init__(self, algo: Algorithm, vector_env: str = "grouped"):
         if algo.host_steps is None:
             raise ValueError(f"{type(algo.config).__module__.rsplit('.', 1)[-1]} has no "
                              f"host steps: it cannot step a vector of host envs; "

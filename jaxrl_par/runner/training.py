@@ -187,12 +187,12 @@ def _host_runtime(algo: Algorithm, vector_env, others: bool) -> programs.Runtime
             raise ValueError("an algorithm on host envs runs on one device of its own "
                              "(the host loop); it does not combine with devices, pop, "
                              "chunk_fn_factory, actor_learner or async_workers")
-        return programs.Runtime(pipeline=HostLoop(algo, vector_env or "async"))
+        return programs.Runtime(pipeline=HostLoop(algo, vector_env or "grouped"))
     worker = algo.async_worker
     if algo.host is not None and worker is not None and worker.num_workers == 1 \
             and not others:
         return programs.Runtime(pipeline=AsyncWorkers(
-            algo, schedule="round_robin", vector_env=vector_env or "async"))
+            algo, schedule="round_robin", vector_env=vector_env or "grouped"))
     return None
 
 
@@ -455,8 +455,10 @@ def train(
         included) is ``TrainResult.eval_seconds``, left out of ``train_seconds``.
       eval_every: chunks between evaluations.
       vector_env: how an algorithm on host envs (``"gymnasium:<id>"``) steps them:
-        ``"async"`` (the default: gymnasium's ``AsyncVectorEnv``, each env in a
-        subprocess) or ``"sync"`` (``SyncVectorEnv``, in this process), or a
+        ``"grouped"`` (the default: a subprocess per core, each stepping a group of the
+        envs, :mod:`jaxrl_par.envs.grouped`), ``"async"`` (gymnasium's
+        ``AsyncVectorEnv``, each env in a subprocess) or ``"sync"`` (``SyncVectorEnv``,
+        in this process), or a
         :class:`~jaxrl_par.parallel.host_loop.HostLoop` (whose ``timing`` then tells how
         the wall clock split between envs and device). PPO, DQN, SAC (and every
         algorithm with ``host_steps``) and A2C run on host envs without further
