@@ -561,66 +561,19 @@ def cmd_train(args) -> int:
 
     import jax
 
-    from jaxrl_par import axes
-    from jaxrl_par.algos import hyper
-    from jaxrl_par.runner import figures
     from jaxrl_par.runner.training import train
 
-    if args.eval_envs < 0:
-        raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
-                         "no evaluation")
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds={args.seeds}: give the number of seeds to train, >= 1 "
-                         "(--seed sets the first one)")
-    if args.chunks < 1:
-        raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
-    if args.eval_every is not None:
-        if args.eval_every < 1:
-            raise ValueError(f"--eval-every={args.eval_every}: give a number of chunks, >= 1")
-        args.eval_envs = args.eval_envs or 8
+    _check_train_args(args)
     _start_hosts(args)
     _import_modules(args.imports)  # after joining: a module may touch a device
     module = algos.get(args.algo)
     cfg, preset = _config_and_preset(args)
-    if args.actor_learner:
-        if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
-            raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
-                             "use it with apex or impala")
-        if args.devices is not None or args.pop is not None:
-            raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
-                             "and --pop")
-        cfg = dataclasses.replace(cfg, pipeline=True)
-    fields = {f.name for f in dataclasses.fields(cfg)}
-    if args.async_workers:
-        if "num_workers" not in fields:
-            raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
-                             f"it with {', '.join(algos.with_config_field('num_workers'))}")
-        if args.devices is not None or args.pop is not None or args.actor_learner:
-            raise ValueError("--async-workers places its workers on the devices itself; drop "
-                             "--devices, --pop and --actor-learner")
-    if args.devices is not None and args.devices // (args.pop or 1) > 1 \
-            and "axis_name" not in fields:
-        workers = " (its workers on several devices: --async-workers)" \
-            if "num_workers" in fields else ""
-        raise ValueError(f"--devices {args.devices}: {args.algo} does not run data parallel"
-                         f"{workers}; these do: "
-                         f"{', '.join(algos.with_config_field('axis_name'))}")
-    # A mesh when asked for, and always on several hosts (it spans every host's devices).
-    sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
-    if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
-        cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
+    cfg, sharded = _runtime_config(args, cfg)
     cfg, seeds, hparams = _lanes(args, cfg)
     algo = module.make(cfg)
-    mesh_kw = {"devices": args.devices, "pop": args.pop or 1,
-               "debug_replication": args.debug_replication} if sharded else {}
+    mesh_kw = _runtime_keywords(args, sharded)
     if not args.no_compile_cache:
         _use_compile_cache()
-    if args.actor_learner:
-        mesh_kw = {"actor_learner": True}
-    if args.async_workers:
-        mesh_kw = {"async_workers": True}
-    if args.vector_env is not None:
-        mesh_kw["vector_env"] = args.vector_env
     pbt = None
     if args.pbt is not None:
         from jaxrl_par.runner.pbt import PBT
@@ -648,6 +601,89 @@ def cmd_train(args) -> int:
         states = parallel.unreplicate(parallel.to_host(states))  # every process calls it
     if jax.process_index() != 0:  # only process 0 reports
         return 0
+    summary = _summary(args, cfg, algo, preset, seeds, result, states, pool)
+    if args.json:
+        print(json.dumps(summary))
+    return _exit_code(args, result)
+
+
+def _check_train_args(args) -> None:
+    """``ValueError`` for counts out of range; ``--eval-every`` implies 8 eval envs."""
+    if args.eval_envs < 0:
+        raise ValueError(f"--eval-envs={args.eval_envs}: give a number of envs >= 1, or 0 for "
+                         "no evaluation")
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds={args.seeds}: give the number of seeds to train, >= 1 "
+                         "(--seed sets the first one)")
+    if args.chunks < 1:
+        raise ValueError(f"--chunks={args.chunks}: give the number of host round-trips, >= 1")
+    if args.eval_every is not None:
+        if args.eval_every < 1:
+            raise ValueError(f"--eval-every={args.eval_every}: give a number of chunks, >= 1")
+        args.eval_envs = args.eval_envs or 8
+
+
+def _runtime_config(args, cfg):
+    """``(cfg, sharded)``: the config as the runtime asked for needs it (the
+    actor-learner's pipeline, the mesh's data axis) and whether training runs on a mesh;
+    ``ValueError`` for a runtime the algorithm does not have."""
+    import dataclasses
+
+    import jax
+
+    from jaxrl_par import axes
+
+    if args.actor_learner:
+        if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
+            raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
+                             "use it with apex or impala")
+        if args.devices is not None or args.pop is not None:
+            raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
+                             "and --pop")
+        cfg = dataclasses.replace(cfg, pipeline=True)
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    if args.async_workers:
+        if "num_workers" not in fields:
+            raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
+                             f"it with {', '.join(algos.with_config_field('num_workers'))}")
+        if args.devices is not None or args.pop is not None or args.actor_learner:
+            raise ValueError("--async-workers places its workers on the devices itself; drop "
+                             "--devices, --pop and --actor-learner")
+    if args.devices is not None and args.devices // (args.pop or 1) > 1 \
+            and "axis_name" not in fields:
+        workers = " (its workers on several devices: --async-workers)" \
+            if "num_workers" in fields else ""
+        raise ValueError(f"--devices {args.devices}: {args.algo} does not run data parallel"
+                         f"{workers}; these do: "
+                         f"{', '.join(algos.with_config_field('axis_name'))}")
+    # A mesh when asked for, and always on several hosts (it spans every host's devices).
+    sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
+    if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
+        cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
+    return cfg, sharded
+
+
+def _runtime_keywords(args, sharded: bool) -> dict:
+    """``train``'s runtime arguments from the flags: the mesh, the actor-learner, the
+    asynchronous workers, the host envs' vector env."""
+    kw = {"devices": args.devices, "pop": args.pop or 1,
+          "debug_replication": args.debug_replication} if sharded else {}
+    if args.actor_learner:
+        kw = {"actor_learner": True}
+    if args.async_workers:
+        kw = {"async_workers": True}
+    if args.vector_env is not None:
+        kw["vector_env"] = args.vector_env
+    return kw
+
+
+def _summary(args, cfg, algo, preset, seeds, result, states, pool) -> dict:
+    """The run's JSON summary (returns, speed, staleness, the greedy evaluation with
+    ``--eval-envs``, a sweep's table, what each figure is), its one-line report printed
+    (on stderr with ``--json``)."""
+    from jaxrl_par.algos import hyper
+    from jaxrl_par.runner import figures
+
     per_seed = result.final_returns()
     finals = per_seed[~np.isnan(per_seed)]  # seeds that finished an episode
     env_steps = int(result.env_steps[-1]) if len(result.env_steps) else 0
@@ -716,8 +752,13 @@ def cmd_train(args) -> int:
             result.hparams, per_seed, seeds, sys.stderr if args.json else sys.stdout,
             np.asarray(summary["greedy_returns"]) if args.eval_envs else None)
     summary["figures"] = figures.describe(summary)
-    if args.json:
-        print(json.dumps(summary))
+    return summary
+
+
+def _exit_code(args, result) -> int:
+    """0, or a shell's code for a signal that stopped the run (130 for SIGINT, 143 for
+    SIGTERM), after saying how to continue it."""
+    stop_signal = signal.Signals(result.stop_signal or signal.SIGINT)  # read if interrupted
     if result.interrupted and result.stop_signal is None:  # --time-limit
         print("jaxrl-par: stopped at --time-limit; "
               + ("the same command with --resume continues from the checkpoint"
