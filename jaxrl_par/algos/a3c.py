@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.actor_critic import Trajectory, vtrace_loss
+from jaxrl_par.algos.actor_critic import ActorCriticBlocks, Trajectory, vtrace_loss
 from jaxrl_par.algos.base import (
     Algorithm,
     AsyncState,
@@ -148,25 +148,8 @@ class Push:
     version: jax.Array  # [] int32: the copy's version
 
 
-class Blocks(NamedTuple):
+class Blocks(ActorCriticBlocks):
     """What A3C's parts share: the config, the env spec and the actor-critic."""
-    cfg: Config
-    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
-    network: ActorCritic
-    on_host: bool  # gymnasium envs, stepped by the threaded workers
-
-    @property
-    def normalize_rewards(self) -> bool:
-        return self.cfg.normalizes_rewards(self.spec)
-
-    def n_local(self) -> int:
-        """This device's share of a worker's envs (all of them without a data axis)."""
-        return axes.local_size(self.cfg.num_envs, self.cfg.axis_name)
-
-    def local_env(self) -> envs.VecEnv:
-        """This device's share of a worker's envs; made where the axis is bound, inside
-        init/update."""
-        return envs.make(self.cfg.env, self.n_local())
 
 
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:

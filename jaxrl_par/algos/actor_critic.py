@@ -1,18 +1,43 @@
-"""The policy-gradient actor-critic loss with V-trace targets, shared by IMPALA (a
-learner correcting its actors' lag) and A3C/A2C (workers differentiating at the
+"""What the actor-critic algorithms share: the blocks their parts are built over (PPO,
+IMPALA, A3C/A2C), and the policy-gradient actor-critic loss with V-trace targets of IMPALA
+(a learner correcting its actors' lag) and A3C/A2C (workers differentiating at the
 parameters they acted with, where V-trace reduces to n-step returns)."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_par import axes, envs
 from jaxrl_par.losses.policy_gradient import actor_critic_loss, policy_gradient_loss, value_loss
 from jaxrl_par.losses.returns import vtrace
 from jaxrl_par.networks import ActorCritic
+
+
+class ActorCriticBlocks(NamedTuple):
+    """What an actor-critic algorithm's parts share: the config, the env spec and the
+    actor-critic, with the shard geometry that follows from ``cfg.axis_name``."""
+    cfg: Any  # the algorithm's Config
+    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
+    network: ActorCritic  # cfg.actor_critic(spec)
+    on_host: bool  # gymnasium envs, stepped from Python by the algorithm's runtime
+
+    @property
+    def normalize_rewards(self) -> bool:
+        """Whether rewards are scaled (``cfg.normalize_rewards``, "auto" resolved)."""
+        return self.cfg.normalizes_rewards(self.spec)
+
+    def n_local(self) -> int:
+        """Envs on this shard (all of them without a data axis)."""
+        return axes.local_size(self.cfg.num_envs, self.cfg.axis_name)
+
+    def local_env(self) -> envs.VecEnv:
+        """This shard's envs; made where the axis is bound, inside init/update."""
+        return envs.make(self.cfg.env, self.n_local())
 
 # What the loss reports, in this order.
 LOSS_METRICS = ("loss", "policy_loss", "value_loss", "entropy", "importance_weight",

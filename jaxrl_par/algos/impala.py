@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +48,12 @@ from flax import struct
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
-from jaxrl_par.algos.actor_critic import LOSS_METRICS, Trajectory, vtrace_loss
+from jaxrl_par.algos.actor_critic import (
+    LOSS_METRICS,
+    ActorCriticBlocks,
+    Trajectory,
+    vtrace_loss,
+)
 from jaxrl_par.algos.base import (
     Algorithm,
     HostActing,
@@ -164,20 +169,8 @@ class State:
         return self.learner.params
 
 
-class Blocks(NamedTuple):
+class Blocks(ActorCriticBlocks):
     """What IMPALA's parts share: the config, the env spec and the actor-critic."""
-    cfg: Config
-    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
-    network: ActorCritic
-    on_host: bool  # gymnasium envs, stepped by the actor-learner runtime
-
-    @property
-    def normalize_rewards(self) -> bool:
-        return self.cfg.normalizes_rewards(self.spec)
-
-    def local_env(self) -> envs.VecEnv:
-        """This shard's envs."""
-        return envs.make(self.cfg.env, axes.local_size(self.cfg.num_envs, self.cfg.axis_name))
 
 
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +27,7 @@ from flax import struct
 
 from jaxrl_par import axes, envs
 from jaxrl_par.algos import hyper
+from jaxrl_par.algos.actor_critic import ActorCriticBlocks
 from jaxrl_par.algos.base import Algorithm, HostSteps, annealed_adam
 from jaxrl_par.algos.config import RolloutSchedule
 from jaxrl_par.algos.fields import (
@@ -131,26 +132,8 @@ class Batch(NamedTuple):
     target: jax.Array  # lambda-returns, the value target
 
 
-class Blocks(NamedTuple):
-    """What PPO's parts share: the config, the env spec and the actor-critic, with the
-    shard geometry that follows from ``cfg.axis_name``."""
-    cfg: Config
-    spec: Any  # envs.VecEnv of one env, or host.HostSpec for gymnasium envs
-    network: ActorCritic  # cfg.actor_critic(spec)
-    on_host: bool  # a vector of host envs (jaxrl_par.parallel.host_loop)
-
-    @property
-    def normalize_rewards(self) -> bool:
-        """Whether rewards are scaled (``cfg.normalize_rewards``, "auto" resolved)."""
-        return self.cfg.normalizes_rewards(self.spec)
-
-    def n_local(self) -> int:
-        """Envs on this shard."""
-        return axes.local_size(self.cfg.num_envs, self.cfg.axis_name)
-
-    def local_env(self) -> envs.VecEnv:
-        """This shard's envs."""
-        return envs.make(self.cfg.env, self.n_local())
+class Blocks(ActorCriticBlocks):
+    """What PPO's parts share: the config, the env spec and the actor-critic."""
 
     def prepare(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
         """``obs`` as the network sees them: normalised by ``stats`` with
