@@ -129,6 +129,29 @@ def test_eval_video_from_the_command_line(cartpole_run, tmp_path, capsys):
         assert gif.n_frames == 501
 
 
+def test_record_video_of_a_gymnasium_run_draws_gymnasiums_frames(tmp_path):
+    """A run on a host env (`gymnasium:CartPole-v1`) is filmed by gymnasium's own
+    renderer (`render_mode="rgb_array"`, pygame): 10 steps, so 11 frames of its 600x400
+    picture, the cart moving between the first and the last (the GIF may merge frames
+    that came out identical)."""
+    pytest.importorskip("pygame")
+    Image = pytest.importorskip("PIL.Image")
+    run = str(tmp_path / "gym")
+    cfg = ppo.Config(env="gymnasium:CartPole-v1", num_envs=2, num_steps=16,
+                     total_timesteps=64, num_minibatches=2, update_epochs=1)
+    train(ppo.make(cfg), seeds=[0], log_dir=run, progress=False, vector_env="sync")
+    path = str(tmp_path / "gym.gif")
+    video = jaxrl_par.record_video(load_policy(run), path, max_steps=10)
+    assert video.frames == 11 and video.returns == [10.0]
+    with Image.open(path) as gif:
+        assert 2 <= gif.n_frames <= 11 and gif.size == (600, 400)
+        gif.seek(0)
+        first = np.asarray(gif.convert("RGB"), np.int32)
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"), np.int32)
+    assert first.std() > 0 and np.any(first != last)
+
+
 def test_minatar_frame_colours_cells_by_channel():
     """A [10, 10, 3] grid with channel 1 on at cell (0, 0) and channels 0 and 2 at cell
     (2, 3): cell (0, 0) takes PALETTE[1], cell (2, 3) the last active channel's

@@ -64,6 +64,9 @@ def host_episode(policy: Policy, seed: int, max_steps: int | None) -> tuple[list
     reset with ``seed`` and rendered by gymnasium."""
     import gymnasium
 
+    # pygame (classic control's renderer) opens an audio device unless told otherwise,
+    # which prints ALSA errors on machines without one; rendering needs no sound.
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     env = gymnasium.make(policy.env[len(host.PREFIX):], render_mode="rgb_array")
     try:
         obs, _ = env.reset(seed=seed)
