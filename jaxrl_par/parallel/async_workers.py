@@ -163,7 +163,7 @@ class AsyncWorkers:
         ``True`` for every local device.
       schedule: ``"threads"`` (asynchronous) or ``"round_robin"`` (one thread, fixed
         order: equals the algorithm's own ``update``).
-      vector_env: how workers' host envs step (``"sync"`` or ``"async"``, see
+      vector_env: how workers' host envs step (``"sync"``, ``"grouped"`` or ``"async"``, see
         :class:`~jaxrl_par.envs.host.HostVecEnv`).
     """
 
