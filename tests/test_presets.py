@@ -45,6 +45,15 @@ def test_config_puts_fields_over_the_preset_and_none_gives_the_defaults():
         presets.lookup("ppo", "CartPole-v1", "Nope-v0")
 
 
+def test_a_host_env_takes_the_preset_of_the_jax_env_of_the_same_id():
+    for prefix in ("gymnasium:", "envpool:"):
+        assert presets.lookup("dqn", prefix + "CartPole-v1") == \
+            presets.lookup("dqn", "CartPole-v1")
+    cfg = presets.config("dqn", "gymnasium:CartPole-v1")
+    assert (cfg.env, cfg.n_step, cfg.buffer_size) == ("gymnasium:CartPole-v1", 3, 50_000)
+    assert presets.lookup("ppo", "gymnasium:MyOwnSim-v0") is None  # no twin: the defaults
+
+
 def test_apply_puts_the_preset_under_fields_that_left_their_defaults():
     preset = presets.lookup("ppo", "CartPole-v1")
     cfg = presets.apply(ppo.Config(num_envs=3), preset)

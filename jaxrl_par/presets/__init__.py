@@ -22,6 +22,9 @@ How a preset is used:
   summary and ``config.json`` name the preset.
 * In Python, :func:`config` builds a Config as the CLI does (preset, then your fields):
   ``presets.config("ppo", "Breakout-MinAtar", learning_rate=1e-3)``.
+* A host env id takes the preset of the JAX env of the same id
+  (``gymnasium:CartPole-v1`` and ``envpool:CartPole-v1`` that of ``CartPole-v1``):
+  gymnax's classic-control envs are ports of gymnasium's, step for step.
 * ``train(algo, preset="auto")`` applies the preset to an algorithm already built, under
   the config: a preset field replaces only a field that still holds its ``Config``
   default (:func:`apply`). ``train``'s default is ``preset=None`` (the algorithm exactly
@@ -96,9 +99,22 @@ def table(algo: str) -> dict[str, Preset]:
     return out
 
 
+#: Prefixes of host env ids whose preset is the JAX env's of the same id.
+HOST_PREFIXES = ("gymnasium:", "envpool:")
+
+
+def _jax_twin(env: str) -> str:
+    """``env`` without a host prefix (``"gymnasium:CartPole-v1"`` -> ``"CartPole-v1"``)."""
+    for prefix in HOST_PREFIXES:
+        if env.startswith(prefix):
+            return env[len(prefix):]
+    return env
+
+
 def lookup(algo: str, env: str, preset: str | None = AUTO) -> Preset | None:
-    """The preset to use for ``algo`` on ``env``: ``"auto"`` ``env``'s own (None if it has
-    none), ``"none"`` or None no preset, an environment id that one's.
+    """The preset to use for ``algo`` on ``env``: ``"auto"`` ``env``'s own (for a host env,
+    the JAX env's of the same id; None if it has none), ``"none"`` or None no preset, an
+    environment id that one's.
 
     Raises:
       ValueError: ``preset`` names an environment ``algo`` has no preset for.
@@ -107,7 +123,7 @@ def lookup(algo: str, env: str, preset: str | None = AUTO) -> Preset | None:
         return None
     presets = table(algo)
     if preset == AUTO:
-        return presets.get(env)
+        return presets.get(env) or presets.get(_jax_twin(env))
     if preset not in presets:
         have = ", ".join(sorted(presets)) or "none"
         raise ValueError(f"--preset {preset}: {algo} has no preset for it; give auto, none or "
