@@ -45,16 +45,21 @@ def group_bounds(num_envs: int, groups: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _worker(conn, name: str, seeds: Sequence[int]) -> None:
-    """A group's process: makes ``gymnasium.make(name)`` once per seed, then answers
-    ``("reset", None)``, ``("step", actions)`` and ``("close", None)`` on ``conn`` with
-    ``("ok", result)`` or ``("error", traceback)``."""
+def drop_trainer_signals() -> None:
+    """In an env worker process, the signal handlers inherited from the trainer dropped:
+    Ctrl-C reaches the trainer alone (which finishes its chunk, still stepping the
+    envs), and the worker ends quietly when its trainer ends it."""
     import signal
 
-    # Ctrl-C reaches the trainer alone (which finishes its chunk, still stepping these
-    # envs); the worker ends quietly when its trainer ends it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _worker(conn, name: str, seeds: Sequence[int]) -> None:
+    """A group's process: makes ``gymnasium.make(name)`` once per seed, then answers
+    ``("reset", None)`` and ``("step", actions)`` on ``conn`` with ``("ok", result)`` or
+    ``("error", traceback)``, until ``("close", None)``."""
+    drop_trainer_signals()
     envs = []
     try:
         import gymnasium
@@ -68,7 +73,6 @@ def _worker(conn, name: str, seeds: Sequence[int]) -> None:
             elif command == "step":
                 conn.send(("ok", _step_group(envs, data)))
             elif command == "close":
-                conn.send(("ok", None))
                 break
     except (EOFError, KeyboardInterrupt):  # the trainer went away
         pass
@@ -83,7 +87,7 @@ def _worker(conn, name: str, seeds: Sequence[int]) -> None:
 
 def _step_group(envs: list, actions: np.ndarray) -> tuple[np.ndarray, ...]:
     """Steps each env of a group with its action, resetting those whose episode ended;
-    ``(obs, reward, terminated, truncated, final_obs, ended)``, each ``[k, ...]``."""
+    ``(obs, reward, terminated, truncated, final_obs)``, each ``[k, ...]``."""
     obs, reward, terminated, truncated, final_obs = [], [], [], [], []
     for env, action in zip(envs, actions, strict=True):
         o, r, term, trunc, _ = env.step(action)
@@ -94,9 +98,8 @@ def _step_group(envs: list, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         reward.append(r)
         terminated.append(term)
         truncated.append(trunc)
-    ended = np.asarray(terminated) | np.asarray(truncated)
     return (np.stack(obs), np.asarray(reward, np.float64), np.asarray(terminated),
-            np.asarray(truncated), np.stack(final_obs), ended)
+            np.asarray(truncated), np.stack(final_obs))
 
 
 class GroupedVecEnv:
@@ -163,11 +166,12 @@ class GroupedVecEnv:
     def step_wait(self) -> tuple:
         """``(obs, reward, terminated, truncated, info)`` of the step started."""
         parts = self._gather()
-        obs, reward, terminated, truncated, final_obs, ended = (
+        obs, reward, terminated, truncated, final_obs = (
             np.concatenate(x) for x in zip(*parts, strict=True))
         final = np.empty(self.num_envs, dtype=object)
         final[:] = list(final_obs)
-        return obs, reward, terminated, truncated, {"final_obs": final, "_final_obs": ended}
+        return obs, reward, terminated, truncated, {"final_obs": final,
+                                                    "_final_obs": terminated | truncated}
 
     def step(self, actions: np.ndarray) -> tuple:
         self.step_async(actions)

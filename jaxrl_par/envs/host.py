@@ -116,13 +116,8 @@ def check_vector_env(vector_env: str) -> None:
 
 def _make_in_subprocess(name: str):
     """``gymnasium.make(name)`` in an ``AsyncVectorEnv`` worker, which first drops the
-    signal handlers it inherited from the trainer: Ctrl-C reaches the trainer alone
-    (which finishes its chunk, still stepping the envs), and the worker ends quietly
-    when its trainer ends it."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal handlers it inherited from the trainer (:func:`grouped.drop_trainer_signals`)."""
+    grouped.drop_trainer_signals()
     return _gymnasium().make(name)
 
 
