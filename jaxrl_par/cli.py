@@ -633,15 +633,15 @@ def _runtime_config(args, cfg):
 
     from jaxrl_par import axes
 
+    fields = {f.name for f in dataclasses.fields(cfg)}
     if args.actor_learner:
-        if not any(f.name == "pipeline" for f in dataclasses.fields(cfg)):
+        if "pipeline" not in fields:
             raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
                              "use it with apex or impala")
         if args.devices is not None or args.pop is not None:
             raise ValueError("--actor-learner runs on two devices of its own; drop --devices "
                              "and --pop")
         cfg = dataclasses.replace(cfg, pipeline=True)
-    fields = {f.name for f in dataclasses.fields(cfg)}
     if args.async_workers:
         if "num_workers" not in fields:
             raise ValueError(f"--async-workers: {args.algo} has no asynchronous workers; use "
@@ -658,7 +658,7 @@ def _runtime_config(args, cfg):
                          f"{', '.join(algos.with_config_field('axis_name'))}")
     # A mesh when asked for, and always on several hosts (it spans every host's devices).
     sharded = args.devices is not None or args.pop is not None or jax.process_count() > 1
-    if sharded and any(f.name == "axis_name" for f in dataclasses.fields(cfg)):
+    if sharded and "axis_name" in fields:
         cfg = dataclasses.replace(cfg, axis_name=axes.DATA)  # average gradients over `data`
     return cfg, sharded
 
