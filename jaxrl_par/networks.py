@@ -171,13 +171,24 @@ def make_torso(obs_shape: Sequence[int], hidden_sizes: Sequence[int], activation
 
 
 # -- actor-critic -----------------------------------------------------------------------
+#: How :class:`ActorCritic` parameterises a Gaussian policy's standard deviation.
+ACTION_STDS = ("parameter", "softplus")
+MIN_STD = 1e-3  # the floor of the "softplus" standard deviation (gymnax-blines')
+
+
 class ActorCritic(nn.Module):
     """``obs [B, *obs_shape] -> (dist, value [B])``.
 
     Attributes:
       num_actions: discrete actions, or the action dimension when ``discrete=False``.
-      discrete: categorical head if True, else diagonal Gaussian with a learned,
-        state-independent ``log_std``.
+      discrete: categorical head if True, else a diagonal Gaussian.
+      action_std: the Gaussian's standard deviation: ``"parameter"``, a learned,
+        state-independent ``log_std`` (PureJaxRL, CleanRL), or ``"softplus"``, a head of
+        the actor's torso, ``softplus(head(h)) + 0.001`` (gymnax-blines), which can narrow
+        the policy in some states and not others.
+      policy_init_scale: the scale of the policy head's orthogonal initialisation: 0.01
+        starts near a uniform (or zero-mean) policy; about 1 starts each state with
+        actions of its own, which explores sparse-reward tasks such as MountainCar.
       obs_shape: observation shape without the batch axis (picks MLP or CNN torso).
       hidden_sizes, activation: torso layout.
       shared_torso: one torso feeds both heads; otherwise separate actor and critic
@@ -192,6 +203,8 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     shared_torso: bool = False
     torso: str = "auto"
+    action_std: str = "parameter"
+    policy_init_scale: float = 0.01
 
     def setup(self):
         def make():
@@ -200,25 +213,32 @@ class ActorCritic(nn.Module):
         self.actor_torso = make()
         self.critic_torso = self.actor_torso if self.shared_torso else make()
         self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
-        self.policy_head = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))
-        if not self.discrete:
+        self.policy_head = nn.Dense(self.num_actions,
+                                    kernel_init=orthogonal(self.policy_init_scale))
+        if self.action_std not in ACTION_STDS:
+            raise ValueError(f"action_std={self.action_std!r}; choose from {ACTION_STDS}")
+        if not self.discrete and self.action_std == "softplus":
+            self.std_head = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))
+        elif not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+
+    def _dist(self, h_pi: jax.Array, out: jax.Array):
+        if self.discrete:
+            return Categorical(out)
+        if self.action_std == "softplus":
+            return DiagGaussian(out, jnp.log(jax.nn.softplus(self.std_head(h_pi)) + MIN_STD))
+        return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape))
 
     def __call__(self, obs: jax.Array):
         h_pi = self.actor_torso(obs)
         h_v = h_pi if self.shared_torso else self.critic_torso(obs)
         value = self.value_head(h_v)[..., 0]
-        out = self.policy_head(h_pi)
-        if self.discrete:
-            return Categorical(out), value
-        return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape)), value
+        return self._dist(h_pi, self.policy_head(h_pi)), value
 
     def actor(self, obs: jax.Array):
         """The action distribution alone (skips the critic when torsos are separate)."""
-        out = self.policy_head(self.actor_torso(obs))
-        if self.discrete:
-            return Categorical(out)
-        return DiagGaussian(out, jnp.broadcast_to(self.log_std, out.shape))
+        h_pi = self.actor_torso(obs)
+        return self._dist(h_pi, self.policy_head(h_pi))
 
     def value(self, obs: jax.Array) -> jax.Array:
         """``[B]`` state values alone (skips the policy head and, if separate, its torso)."""

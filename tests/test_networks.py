@@ -116,6 +116,8 @@ def _networks():
     return [
         ("actor-critic, discrete", ActorCritic(2, obs_shape=(4,)), (vec,)),
         ("actor-critic, Gaussian", ActorCritic(2, discrete=False, obs_shape=(4,)), (vec,)),
+        ("actor-critic, Gaussian, softplus std",
+         ActorCritic(2, discrete=False, obs_shape=(4,), action_std="softplus"), (vec,)),
         ("actor-critic, shared torso", ActorCritic(2, obs_shape=(4,), shared_torso=True),
          (vec,)),
         ("actor-critic, CNN", ActorCritic(3, obs_shape=(10, 10, 4)), (img,)),
@@ -152,3 +154,38 @@ def test_forward_mode_autodiff_through_every_network(name, net, args):
     backward = sum(float(jnp.vdot(g, t)) for g, t in
                    zip(jax.tree.leaves(pullback), jax.tree.leaves(tangent), strict=True))
     np.testing.assert_allclose(forward, backward, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_softplus_std_is_a_head_of_the_actor_torso():
+    """``action_std="softplus"``: ``std = softplus(W h + b) + 0.001`` per state, from the
+    actor's torso features ``h``; "parameter": one learned ``log_std`` for every state."""
+    net = ActorCritic(2, discrete=False, obs_shape=(3,), action_std="softplus")
+    obs = jnp.array([[0.5, -1.0, 2.0], [0.0, 0.3, -0.7]])
+    params = net.init(jax.random.key(0), obs)
+    p = params["params"]
+    assert "log_std" not in p
+    p = jax.tree.map(jnp.zeros_like, p)  # a zero head: softplus(0) + 0.001 in every state
+    dist, _ = net.apply({"params": p}, obs)
+    np.testing.assert_allclose(np.exp(dist.log_std), np.full((2, 2), np.log(2) + 0.001),
+                               rtol=1e-6)
+    p["std_head"]["bias"] = jnp.array([1.0, -2.0])
+    dist = net.apply({"params": p}, obs, method="actor")
+    want = np.log1p(np.exp([1.0, -2.0])) + 0.001  # softplus by hand
+    np.testing.assert_allclose(np.exp(dist.log_std), np.broadcast_to(want, (2, 2)),
+                               rtol=1e-6)
+    # the std depends on the state through the torso's features
+    dist = net.apply(params, obs, method="actor")
+    assert not np.allclose(dist.log_std[0], dist.log_std[1])
+    with pytest.raises(ValueError, match="action_std='wide'; choose from"):
+        ActorCritic(2, discrete=False, obs_shape=(3,), action_std="wide").init(
+            jax.random.key(0), obs)
+
+
+@pytest.mark.parametrize("scale", [0.01, 3.0])
+def test_policy_init_scale_sets_the_norm_of_the_policy_head_columns(scale):
+    """The policy head's kernel ``[64, A]`` is orthogonal times ``policy_init_scale``:
+    its columns are orthogonal with norm ``scale``."""
+    net = ActorCritic(3, obs_shape=(4,), policy_init_scale=scale)
+    kernel = net.init(jax.random.key(1), jnp.ones((1, 4)))["params"]["policy_head"]["kernel"]
+    np.testing.assert_allclose(np.asarray(kernel.T @ kernel), scale**2 * np.eye(3),
+                               rtol=1e-4, atol=1e-6 * scale**2)

@@ -213,3 +213,30 @@ def test_max_grad_norm_zero_turns_clipping_off():
     new, _ = algo.update(state)
     moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new.params, state.params)
     assert max(jax.tree.leaves(moved)) > 0
+
+
+def test_annealed_rate_reaches_the_final_rate_and_stays():
+    """A constant gradient of 1 makes each Adam step exactly the learning rate, so the
+    parameter's steps read the schedule: from 1.0 down to 0.1 over 4 steps (1.0, 0.775,
+    0.55, 0.325), then 0.1 for good."""
+    from jaxrl_par.algos.base import annealed_adam
+
+    tx = annealed_adam(1.0, 0.0, anneal_steps=4, eps=0.0, final_learning_rate=0.1)
+    params = {"w": jnp.zeros(())}
+    state = tx.init(params)
+    steps = []
+    for _ in range(7):
+        updates, state = tx.update({"w": jnp.ones(())}, state, params)
+        steps.append(-float(updates["w"]))
+    np.testing.assert_allclose(steps, [1.0, 0.775, 0.55, 0.325, 0.1, 0.1, 0.1], rtol=1e-4)
+
+
+def test_anneal_fraction_shortens_the_decay():
+    """``anneal_fraction`` of the run's optimiser steps decays the rate; without
+    ``anneal_lr`` there is no decay at all."""
+    cfg = ppo.Config(anneal_fraction=0.1)
+    assert cfg.anneal_steps(125_000) == 12_500
+    assert ppo.Config(anneal_fraction=0.0).anneal_steps(10) == 1
+    assert ppo.Config(anneal_lr=False).anneal_steps(10) is None
+    with pytest.raises(ValueError, match="anneal_fraction"):
+        ppo.Config(anneal_fraction=1.5)

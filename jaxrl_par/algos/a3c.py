@@ -154,10 +154,11 @@ class Blocks(ActorCriticBlocks):
 
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     """The server's Adam (after global-norm clipping) for the values ``hp`` (the config,
-    or :func:`hyper.view` of a lane), its learning rate annealed to 0 over the run's
-    pushes with ``anneal_lr``."""
+    or :func:`hyper.view` of a lane), its learning rate annealed over the run's pushes
+    with ``anneal_lr``."""
     return annealed_adam(hp.learning_rate, hp.max_grad_norm,
-                         cfg.num_updates * cfg.num_workers if cfg.anneal_lr else None)
+                         cfg.anneal_steps(cfg.num_updates * cfg.num_workers),
+                         final_learning_rate=cfg.final_learning_rate)
 
 
 def init_worker(b: Blocks, key: jax.Array) -> Worker:

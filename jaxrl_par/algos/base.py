@@ -326,10 +326,13 @@ def clipped_adam(learning_rate, max_grad_norm: float, eps: float = 1e-8
 
 
 def annealed_adam(learning_rate, max_grad_norm: float, anneal_steps: int | None,
-                  eps: float = 1e-8) -> optax.GradientTransformation:
-    """:func:`clipped_adam` whose learning rate decays linearly to 0 over
-    ``anneal_steps`` optimiser steps (PureJaxRL's and CleanRL's ``anneal_lr``), or stays
-    constant with ``anneal_steps=None``."""
+                  eps: float = 1e-8, final_learning_rate: float = 0.0
+                  ) -> optax.GradientTransformation:
+    """:func:`clipped_adam` whose learning rate decays linearly to ``final_learning_rate``
+    over ``anneal_steps`` optimiser steps and stays there (PureJaxRL's and CleanRL's
+    ``anneal_lr`` with the defaults; gymnax-blines' ``lr_begin -> lr_end`` otherwise), or
+    stays constant with ``anneal_steps=None``."""
     if anneal_steps is not None:
-        learning_rate = optax.linear_schedule(learning_rate, 0.0, anneal_steps)
+        learning_rate = optax.linear_schedule(learning_rate, final_learning_rate,
+                                              anneal_steps)
     return clipped_adam(learning_rate, max_grad_norm, eps=eps)

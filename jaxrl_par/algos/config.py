@@ -8,7 +8,7 @@ import difflib
 import typing
 from typing import Any
 
-from jaxrl_par.networks import ACTIVATIONS, TORSOS, ActorCritic
+from jaxrl_par.networks import ACTION_STDS, ACTIVATIONS, TORSOS, ActorCritic
 
 
 def algorithm_name(cfg) -> str:
@@ -31,8 +31,8 @@ class RolloutSchedule:
         return self.total_timesteps // self.batch_size
 
     def check_actor_critic(self) -> None:
-        """``ValueError`` for an unknown torso or activation, a bad ``normalize_rewards``,
-        or a run shorter than one update."""
+        """``ValueError`` for an unknown torso, activation or ``action_std``, a bad
+        ``normalize_rewards``, or a run shorter than one update."""
         if self.normalize_rewards not in (True, False, "auto"):
             raise ValueError(f"normalize_rewards={self.normalize_rewards!r}; choose True, "
                              "False or 'auto' (on for continuous actions)")
@@ -40,6 +40,8 @@ class RolloutSchedule:
             raise ValueError(f"torso={self.torso!r}; choose from {TORSOS}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        if self.action_std not in ACTION_STDS:
+            raise ValueError(f"action_std={self.action_std!r}; choose from {ACTION_STDS}")
         if self.num_updates < 1:
             raise ValueError(
                 f"total_timesteps={self.total_timesteps} is less than one update of "
@@ -59,7 +61,9 @@ class RolloutSchedule:
         return ActorCritic(num_actions=env.num_actions, discrete=env.discrete,
                            obs_shape=env.observation_shape,
                            hidden_sizes=tuple(self.hidden_sizes), activation=self.activation,
-                           shared_torso=self.shared_torso, torso=self.torso)
+                           shared_torso=self.shared_torso, torso=self.torso,
+                           action_std=self.action_std,
+                           policy_init_scale=self.policy_init_scale)
 
 
 class ReplaySchedule:

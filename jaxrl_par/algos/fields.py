@@ -208,8 +208,21 @@ class Optimizer:
 
 @dataclasses.dataclass(frozen=True)
 class Annealing:
-    """A learning rate that decays over the run."""
-    anneal_lr: bool = field(True, "decay the learning rate linearly to 0 over the run")
+    """A learning rate that decays linearly over the run, or over its first part."""
+    anneal_lr: bool = field(True, "decay the learning rate linearly to final_learning_rate "
+                            "over the run")
+    final_learning_rate: float = field(0.0, "the rate the decay ends at (with anneal_lr)",
+                                       range="non_negative")
+    anneal_fraction: float = field(1.0, "share of the run's optimiser steps the decay takes; "
+                                   "the rate stays at final_learning_rate after it",
+                                   range="unit_interval")
+
+    def anneal_steps(self, optimizer_steps: int) -> int | None:
+        """Optimiser steps the decay takes in a run of ``optimizer_steps`` (at least one),
+        or None without ``anneal_lr``."""
+        if not self.anneal_lr:
+            return None
+        return max(1, round(optimizer_steps * self.anneal_fraction))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +237,13 @@ class ActorCriticNetwork(Network):
     """The actor-critic network's torso: shared or separate, MLP or CNN."""
     shared_torso: bool = field(False, "one torso under the policy and value heads")
     torso: str = field("auto", '"mlp", "cnn", or "auto" (CNN for [H, W, C] observations)')
+    action_std: str = field("parameter", 'a Gaussian policy\'s std: "parameter" (learned, '
+                            'the same in every state) or "softplus" (a head of the actor: '
+                            'softplus + 0.001, per state)')
+    policy_init_scale: float = field(0.01, "scale of the policy head's orthogonal "
+                                     "initialisation (0.01: a near-uniform first policy; "
+                                     "about 1: each state its own actions)",
+                                     range="positive")
 
 
 @dataclasses.dataclass(frozen=True)

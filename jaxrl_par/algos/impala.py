@@ -175,9 +175,10 @@ class Blocks(ActorCriticBlocks):
 
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane), its
-    learning rate annealed to 0 over the run's learner steps with ``anneal_lr``."""
+    learning rate annealed over the run's learner steps with ``anneal_lr``."""
     return annealed_adam(hp.learning_rate, hp.max_grad_norm,
-                         cfg.num_updates * cfg.num_minibatches if cfg.anneal_lr else None)
+                         cfg.anneal_steps(cfg.num_updates * cfg.num_minibatches),
+                         final_learning_rate=cfg.final_learning_rate)
 
 
 def init_halves(b: Blocks, key: jax.Array) -> State:

@@ -215,12 +215,12 @@ def ppo_loss(network: ActorCritic, params, batch: Batch, hp,
 
 def optimizer(cfg: Config, hp) -> optax.GradientTransformation:
     """Adam for the values ``hp`` (the config, or :func:`hyper.view` of a lane), its
-    learning rate annealed to 0 over the run's minibatch steps with ``anneal_lr``. The
+    learning rate annealed over the run's minibatch steps with ``anneal_lr``. The
     state's structure is the same for every value, so :func:`init_state` builds it
     from the config and :func:`sgd_step` from the lane's values."""
     steps = cfg.num_updates * cfg.update_epochs * cfg.num_minibatches
-    return annealed_adam(hp.learning_rate, hp.max_grad_norm,
-                         steps if cfg.anneal_lr else None, eps=1e-5)
+    return annealed_adam(hp.learning_rate, hp.max_grad_norm, cfg.anneal_steps(steps),
+                         eps=1e-5, final_learning_rate=cfg.final_learning_rate)
 
 
 def init_state(b: Blocks, key: jax.Array) -> State:
