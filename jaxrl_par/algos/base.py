@@ -98,12 +98,17 @@ class HostSteps(NamedTuple):
         acting that carries state from step to step (the OU noise of DDPG and TD3,
         restarted at episode ends): ``action`` is the step's ``HostAction``. None: the
         state does not change while acting.
+      off_policy: whether ``learn`` may learn from steps acted with older parameters
+        than the state it gets (a replay learner: DQN, SAC, DDPG, TD3), so that the host
+        loop may act with the state of one update before while the last update learns
+        (``HostLoop(..., overlap=True)``). False for on-policy learners (PPO).
     """
 
     act: Callable
     learn: Callable
     warmup_learn: Callable | None = None
     observe: Callable | None = None
+    off_policy: bool = False
 
 
 class Algorithm(NamedTuple):

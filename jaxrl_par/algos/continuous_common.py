@@ -237,5 +237,5 @@ def algorithm(b: Blocks, init: Callable, update: Callable, learn_steps: Callable
         data_parallel=not b.on_host,
         warmup_updates=cfg.warmup_updates,
         host_steps=HostSteps(host_act, learner, functools.partial(learner, warmup=True),
-                             host_observe) if b.on_host else None,
+                             host_observe, off_policy=True) if b.on_host else None,
     )

@@ -342,6 +342,6 @@ def make(config: Config) -> Algorithm:
         data_parallel=not on_host,
         warmup_updates=cfg.warmup_updates,
         host_steps=HostSteps(functools.partial(host_act, b), host_learner,
-                             functools.partial(host_learner, warmup=True))
+                             functools.partial(host_learner, warmup=True), off_policy=True)
         if on_host else None,
     )
