@@ -22,6 +22,16 @@ update, on-policy for PPO), so the device and the envs mostly take turns.
 :class:`HostTiming` measures how the wall clock splits between stepping the envs,
 waiting for the device and the host's own work.
 
+With ``overlap=True`` (a replay learner: :attr:`HostSteps.off_policy`), update ``u + 1``
+acts with the state update ``u`` learned from, while ``u``'s learning runs::
+
+    for u in range(num_updates):
+        acting = previous input of learn          # u = 0: state itself, as without overlap
+        rollout = T steps of act(acting, obs, t + T)   # on the acting device
+        state, metrics = learn(state, rollout)    # dispatched; runs during the next rollout
+
+so the parameters acted with lag one update behind (see :class:`HostLoop`).
+
 It is a runtime of the runner (``train(algo, ..., vector_env="grouped")``, the default
 for such algorithms): chunks, logs, checkpoints and evaluation work as on the device. The
 envs are not part of the checkpointed state: a resumed run starts new episodes.
@@ -32,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +80,71 @@ class HostTiming:
                 "host": max(0.0, 1.0 - (self.env + self.device) / wall)}
 
 
+def check_overlap(algo: Algorithm) -> None:
+    """``ValueError`` (one line) unless ``algo``'s host steps can act one update behind
+    their learning: an off-policy learner (:attr:`HostSteps.off_policy`) whose acting
+    carries no state from step to step (no :attr:`HostSteps.observe`)."""
+    name = type(algo.config).__module__.rsplit(".", 1)[-1]
+    steps = algo.host_steps
+    if steps is None or not steps.off_policy:
+        raise ValueError(f"overlap: {name} learns on-policy (its acting must use the current "
+                         "parameters); overlapping learning with the env steps is for the "
+                         "replay learners dqn, sac, ddpg and td3")
+    if steps.observe is not None:
+        raise ValueError(f"overlap: {name} carries its acting noise from step to step in the "
+                         "state (HostSteps.observe, exploration='ou'), which a lagged rollout "
+                         "would lose; use exploration='gaussian'")
+
+
+def acting_device(learner: jax.Device) -> jax.Device:
+    """The device the lagged rollouts of ``overlap=True`` act on: one whose programs run
+    at the same time as ``learner``'s (each device runs its programs in order). The
+    first CPU device beside an accelerator; on CPU, another CPU device when there are
+    several (``jaxrl_par.platform.cpu_threads.devices(2)``, or the CLI's
+    ``--overlap-learning``); else ``learner`` itself, where acting waits behind learning
+    (the lag without the overlap)."""
+    if learner.platform != "cpu":
+        return jax.devices("cpu")[0]
+    others = [d for d in jax.local_devices(backend="cpu") if d != learner]
+    return others[0] if others else learner
+
+
+def leaves_read(fn: Callable, tree: Any, *args) -> tuple[bool, ...]:
+    """For each leaf of ``tree``, whether ``fn(tree, *args)`` computes with it: whether an
+    equation or an output of its jaxpr reads it (a leaf passed into an inner ``jit`` whole
+    counts as read)."""
+    jaxpr = jax.make_jaxpr(fn)(tree, *args).jaxpr
+    read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
+    read |= {id(v) for v in jaxpr.outvars}
+    return tuple(id(v) in read for v in jaxpr.invars[:len(jax.tree.leaves(tree))])
+
+
+def from_leaves_read(act: Callable, state: Any, read: tuple[bool, ...]) -> Callable:
+    """``act_read(leaves, obs, t)``: ``act(state, obs, t)`` given only the leaves of
+    ``state`` that ``read`` marks (in order); the others are zeros of their shapes, which
+    ``act`` does not compute with (:func:`leaves_read`)."""
+    leaves, treedef = jax.tree.flatten(state)
+    shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
+
+    def act_read(kept: list, obs, t):
+        given = iter(kept)
+        full = [next(given) if r else jnp.zeros(x.shape, x.dtype)
+                for r, x in zip(read, shapes, strict=True)]
+        return act(jax.tree.unflatten(treedef, full), obs, t)
+
+    return act_read
+
+
+class Lag(NamedTuple):
+    """What a chunk of ``overlap=True`` leaves for the next: the update the next chunk
+    starts at, the state it returned, and the read leaves (:func:`leaves_read`) of the
+    state its last update learned from, which the next update acts with."""
+
+    update: int
+    state: Any
+    acting: list
+
+
 class HostLoop:
     """Runs an algorithm with :attr:`Algorithm.host_steps` on a vector of host envs, one
     per seed lane, for :func:`jaxrl_par.runner.train`.
@@ -81,19 +156,37 @@ class HostLoop:
         ``AsyncVectorEnv``: a subprocess per env, shared memory) or ``"sync"``
         (``SyncVectorEnv``: in this process). All three give the same results for a
         seed.
+      overlap: overlap each update's learning with the next update's env steps, for the
+        replay learners (:attr:`HostSteps.off_policy`, without ``observe``: DQN, SAC,
+        TD3 and DDPG with Gaussian noise; others are a ``ValueError``). Update ``u`` of
+        a chunk, past the run's first, acts with the state update ``u - 1`` took as
+        input (parameters one update old; so is everything acting reads from the
+        state, e.g. DQN's epsilon and SAC's random warm-up, which lag one update), at
+        step keys ``t + T`` of that state's key (``act(state_{u-1}, obs, t + T)``, ``T =
+        num_steps``: steps ``0 .. T-1`` are those that state acts with when it is not
+        lagged), on :func:`acting_device`, while ``learn`` of update ``u - 1`` runs;
+        ``learn`` of update ``u`` then takes ``learn`` ``u - 1``'s output and update
+        ``u``'s rollout, as without overlap. The run's first update, and the first of
+        a chunk whose state is not the one the previous chunk returned (a resumed run,
+        or a state PBT replaced), act with the state itself as without overlap.
     """
 
     concurrent = False  # one host thread
 
-    def __init__(self, algo: Algorithm, vector_env: str = "grouped"):
+    def __init__(self, algo: Algorithm, vector_env: str = "grouped", overlap: bool = False):
         if algo.host_steps is None:
             raise ValueError(f"{type(algo.config).__module__.rsplit('.', 1)[-1]} has no "
                              f"host steps: it cannot step a vector of host envs; "
                              f"{host.RUNTIMES}")
         host.check_vector_env(vector_env)
+        if overlap:
+            check_overlap(algo)
         self.algo = algo
         self.vector_env = vector_env
+        self.overlap = overlap
         self.learner_device = jax.devices()[0]
+        #: where lagged rollouts act (the learner's device without ``overlap``)
+        self.act_device = acting_device(self.learner_device) if overlap else self.learner_device
         self.timing = HostTiming()
         #: ``[S]`` :class:`~jaxrl_par.envs.host.HostVecEnv`, made at the first compile.
         self.host_envs: list[host.HostVecEnv] = []
@@ -104,6 +197,9 @@ class HostLoop:
                               if steps.warmup_learn is not None else None)
         self._observe = (jax.jit(jax.vmap(steps.observe))
                          if steps.observe is not None else None)
+        self._read: tuple[bool, ...] = ()  # the state's leaves act reads (overlap)
+        self._act_read: Callable | None = None  # act from those leaves (overlap)
+        self._lag: Lag | None = None
 
     def close(self) -> None:
         """Closes the envs (their subprocesses)."""
@@ -122,13 +218,22 @@ class HostLoop:
     def compile(self, state: Any, chunk_updates: int) -> Callable:
         """``chunk(state, start) -> (state, metrics [S, chunk_updates])``: the runner's chunk
         contract (rows past ``algo.num_updates`` zero). Starts the envs (:meth:`start`)
-        and compiles ``act`` and ``learn`` on dummy data."""
+        and compiles ``act`` and ``learn`` on dummy data (with ``overlap``, the lagged
+        ``act`` on :attr:`act_device` too)."""
         cfg = self.algo.config
         self.start(state)
         obs = np.zeros_like(self._lane_obs())
         action = self._act(state, obs, np.int32(0))
         if self._observe is not None:
             jax.block_until_ready(self._observe(state, action, np.zeros(obs.shape[:2], bool)))
+        if self.overlap:
+            act = jax.vmap(self.algo.host_steps.act, in_axes=(0, 0, None))
+            self._read = tuple(r or jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                               for r, x in zip(leaves_read(act, state, obs, np.int32(0)),
+                                               jax.tree.leaves(state), strict=True))
+            self._act_read = jax.jit(from_leaves_read(act, state, self._read))
+            jax.block_until_ready(self._act_read(self._acting_copy(self._read_leaves(state)),
+                                                 obs, np.int32(0)))
         action = jax.device_get(action)
         zeros = [{k: np.zeros_like(v) for k, v in self._empty_step().items()}
                  ] * cfg.num_steps
@@ -170,11 +275,30 @@ class HostLoop:
     def observed_rollout(self, state: Any) -> tuple[Any, Rollout]:
         """``(state, rollout)``: :meth:`rollout` and the state after its steps (changed
         only by ``HostSteps.observe``)."""
+        return self._steps(self._act, state, self._observe, offset=0)
+
+    def lagged_rollout(self, acting: list) -> Rollout:
+        """:meth:`rollout` acting with the read leaves ``acting`` of a state (``overlap``:
+        the state the last update learned from) on :attr:`act_device`, at step keys
+        ``t + num_steps``."""
+        return self._steps(self._act_read, self._acting_copy(acting), None,
+                           offset=self.algo.config.num_steps)[1]
+
+    def _read_leaves(self, state: Any) -> list:
+        return [x for x, r in zip(jax.tree.leaves(state), self._read, strict=True) if r]
+
+    def _acting_copy(self, leaves: list) -> list:
+        return jax.device_put(leaves, self.act_device)  # nothing moves on one device
+
+    def _steps(self, act: Callable, state: Any, observe: Callable | None, offset: int
+               ) -> tuple[Any, Rollout]:
+        """``(state, rollout)`` of ``num_steps`` steps acting with ``act(state, obs,
+        offset + t)``; ``observe``, when given, changes ``state`` after each step."""
         timing, lanes = self.timing, self.host_envs
         obs_rows, actions, steps = [], [], []
         obs = self._lane_obs()
         for t in range(self.algo.config.num_steps):
-            action = on_device = self._act(state, obs, np.int32(t))
+            action = on_device = act(state, obs, np.int32(offset + t))
             t0 = time.perf_counter()
             action = jax.device_get(action)  # waits for the device
             t1 = time.perf_counter()
@@ -192,24 +316,43 @@ class HostLoop:
                                  "episode_return", "episode_length")}
             step["obs"] = obs
             steps.append(step)
-            if self._observe is not None:
-                state = self._observe(state, on_device, step["terminated"] | step["truncated"])
+            if observe is not None:
+                state = observe(state, on_device, step["terminated"] | step["truncated"])
         timing.env_steps += self.algo.config.num_steps * self.algo.config.num_envs * len(lanes)
         return state, self._rollout_arrays(obs_rows, actions, steps)
+
+    def _lagged(self, state: Any, start: int) -> list | None:
+        """What update ``start`` acts with under ``overlap``: the read leaves of the state
+        the previous chunk's last update learned from, if ``state`` is the one that chunk
+        returned and ``start`` follows it; else None (act with ``state`` itself)."""
+        lag, self._lag = self._lag, None
+        if lag is None or lag.update != start or lag.state is not state:
+            return None
+        return lag.acting
 
     def _chunk(self, state: Any, start: int, chunk_updates: int):
         algo = self.algo
         t0 = time.perf_counter()
         rows = []
-        for u in range(int(start), int(start) + chunk_updates):
+        start = int(start)
+        acting = self._lagged(state, start)
+        for u in range(start, start + chunk_updates):
             if u >= algo.num_updates:
                 rows.append(jax.tree.map(jnp.zeros_like, rows[-1]))
                 continue
             learn = self._learn
             if u < algo.warmup_updates and self._warmup_learn is not None:
                 learn = self._warmup_learn
-            state, metrics = learn(*self.observed_rollout(state))  # dispatched
+            if acting is None:
+                state, rollout = self.observed_rollout(state)
+            else:
+                rollout = self.lagged_rollout(acting)
+            if self.overlap:
+                acting = self._read_leaves(state)
+            state, metrics = learn(state, rollout)  # dispatched
             rows.append(metrics)
+        if self.overlap:
+            self._lag = Lag(start + chunk_updates, state, acting)
         metrics = jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *rows)
         jax.block_until_ready(metrics)
         self.timing.wall += time.perf_counter() - t0
