@@ -180,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
                           "group of the envs (grouped; the default for ppo, a2c, dqn, sac, "
                           "ddpg, td3), each env in a subprocess (async, gymnasium's "
                           "AsyncVectorEnv) or all in this process (sync)")
+    par.add_argument("--overlap-learning", action="store_true",
+                     help="gymnasium:<id> envs, dqn, sac, td3 and ddpg (Gaussian noise): "
+                          "learn from each update while the envs step the next, which acts "
+                          "with the parameters of one update before (and epsilon or the "
+                          "random warm-up one update late); on CPU, acting gets a CPU "
+                          "device of its own. Recorded in config.json")
     par.add_argument("--debug-replication", action="store_true",
                      help="check after every chunk that data-parallel replicas are identical")
     c = sub.add_parser(
@@ -554,7 +560,7 @@ def cmd_train(args) -> int:
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
     if args.platform_tuning is not None:
         os.environ[platform.SETTING] = args.platform_tuning
-    if args.actor_learner:
+    if args.actor_learner or args.overlap_learning:
         cpu_threads.devices(2, warn=False)  # on CPU: two devices of the cores, at once
     elif args.devices is not None and args.devices > 1 and not _multi_host(args):
         cpu_threads.devices(args.devices, warn=False)  # on CPU: e.g. one per core
@@ -632,8 +638,12 @@ def _runtime_config(args, cfg):
     import jax
 
     from jaxrl_par import axes
+    from jaxrl_par.envs import host
 
     fields = {f.name for f in dataclasses.fields(cfg)}
+    if args.overlap_learning and not host.is_host(cfg.env):
+        raise ValueError(f"--overlap-learning overlaps learning with the steps of host envs "
+                         f"(--env gymnasium:<id>); {cfg.env} steps on the device: drop it")
     if args.actor_learner:
         if "pipeline" not in fields:
             raise ValueError(f"--actor-learner: {args.algo} has no actor-learner pipeline; "
@@ -674,6 +684,8 @@ def _runtime_keywords(args, sharded: bool) -> dict:
         kw = {"async_workers": True}
     if args.vector_env is not None:
         kw["vector_env"] = args.vector_env
+    if args.overlap_learning:
+        kw["overlap_learning"] = True
     return kw
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from jaxrl_par import envs, parallel, presets
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.envs import host
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.parallel.async_workers import AsyncWorkers
 from jaxrl_par.parallel.host_loop import HostLoop
@@ -173,21 +174,33 @@ def _check_arguments(algo: Algorithm, num_chunks: int, eval_envs: int, eval_ever
             "(jaxrl-par train --devices N), or make it with axis_name=None for one device")
 
 
-def _host_runtime(algo: Algorithm, vector_env, others: bool) -> programs.Runtime | None:
+def _host_runtime(algo: Algorithm, vector_env, others: bool, overlap: bool = False
+                  ) -> programs.Runtime | None:
     """The host-env runtime of an algorithm on host envs that ``train`` was given no
     other runtime for: :class:`HostLoop` for one split at the env step (PPO, DQN, SAC),
-    one round-robin worker for a one-worker asynchronous algorithm (A2C); else None."""
+    one round-robin worker for a one-worker asynchronous algorithm (A2C); else None.
+    ``overlap``: ``train``'s ``overlap_learning``, for the host loop only."""
     if isinstance(vector_env, HostLoop):
+        if overlap and not vector_env.overlap:
+            raise ValueError("overlap_learning=True with a HostLoop made without it: make "
+                             "it HostLoop(algo, vector_env, overlap=True)")
         return programs.Runtime(pipeline=vector_env)
     if vector_env is not None and algo.host_steps is None and algo.host is None:
         raise ValueError(f"vector_env={vector_env!r} is for host envs (gymnasium:<id>, "
                          f"envpool:<id>); {algo.config.env} steps on the device: drop it")
+    if overlap and algo.host_steps is None:
+        name = type(algo.config).__module__.rsplit(".", 1)[-1]
+        where = (f"{name} on {algo.config.env} does not run in the host loop"
+                 if host.is_host(algo.config.env)
+                 else f"{algo.config.env} steps on the device, inside the compiled update")
+        raise ValueError(f"overlap_learning=True overlaps learning with the steps of host "
+                         f"envs (gymnasium:<id>) for dqn, sac, ddpg and td3; {where}")
     if algo.host_steps is not None:
         if others:
             raise ValueError("an algorithm on host envs runs on one device of its own "
                              "(the host loop); it does not combine with devices, pop, "
                              "chunk_fn_factory, actor_learner or async_workers")
-        return programs.Runtime(pipeline=HostLoop(algo, vector_env or "grouped"))
+        return programs.Runtime(pipeline=HostLoop(algo, vector_env or "grouped", overlap))
     worker = algo.async_worker
     if algo.host is not None and worker is not None and worker.num_workers == 1 \
             and not others:
@@ -197,8 +210,8 @@ def _host_runtime(algo: Algorithm, vector_env, others: bool) -> programs.Runtime
 
 
 def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop,
-             actor_learner, async_workers, progress: bool, vector_env=None
-             ) -> programs.Runtime:
+             actor_learner, async_workers, progress: bool, vector_env=None,
+             overlap_learning: bool = False) -> programs.Runtime:
     """The runtime :func:`train`'s arguments ask for: the actor-learner or the
     asynchronous-worker runtime, a device mesh, or one device's ``vmap`` over seeds (with
     ``chunk_fn_factory`` when given). Raises ``ValueError`` for runtimes that do not
@@ -206,7 +219,7 @@ def _runtime(algo: Algorithm, keys: jax.Array, *, chunk_fn_factory, devices, pop
     algorithm cannot do on it)."""
     others = any(x is not None for x in (chunk_fn_factory, devices, pop)) or any(
         _given(x) for x in (actor_learner, async_workers))
-    on_host = _host_runtime(algo, vector_env, others)
+    on_host = _host_runtime(algo, vector_env, others, overlap_learning)
     if on_host is not None:
         return on_host
     if _given(actor_learner):
@@ -373,6 +386,7 @@ def train(
     eval_envs: int = 0,
     eval_every: int = 1,
     vector_env: str | HostLoop | None = None,
+    overlap_learning: bool = False,
     keep_checkpoints: int = checkpoints.DEFAULT_KEEP,
     checkpoint_seconds: float | None = checkpoints.DEFAULT_SECONDS,
     listeners: Sequence[listeners_lib.Listener] = (),
@@ -463,6 +477,11 @@ def train(
         the wall clock split between envs and device). PPO, DQN, SAC (and every
         algorithm with ``host_steps``) and A2C run on host envs without further
         arguments; A3C and Gorila take ``async_workers``, IMPALA ``actor_learner``.
+      overlap_learning: on host envs, the replay learners (DQN, SAC, TD3, DDPG with
+        Gaussian noise) learn from update ``u`` while the envs step update ``u + 1``,
+        which acts with the parameters of one update before (``HostLoop(...,
+        overlap=True)``, where the lag and the keys are spelled out); recorded in
+        ``config.json``. Others are a ``ValueError``.
       keep_checkpoints: how many of the newest checkpoints a ``log_dir`` keeps.
       checkpoint_seconds: the least time between two checkpoints (one is written in
         the background after a chunk once this long has passed and the last write is
@@ -506,7 +525,8 @@ def train(
         chunk_updates = pbt.interval
     runtime = _runtime(algo, keys, chunk_fn_factory=chunk_fn_factory, devices=devices,
                        pop=pop, actor_learner=actor_learner, async_workers=async_workers,
-                       progress=progress, vector_env=vector_env)
+                       progress=progress, vector_env=vector_env,
+                       overlap_learning=overlap_learning)
     is_main = jax.process_index() == 0  # only process 0 writes logs and checkpoints
     show = progress and is_main
     record = config_record(algo)
@@ -534,7 +554,9 @@ def train(
     # What config.json and each checkpoint record beside the config: the swept values,
     # and the module that registers a user's own env (load_run imports it).
     extra = {**records.lanes_record(lanes), **envs.source_record(record.get("env")),
-             **(preset.record() if preset else {})}
+             **(preset.record() if preset else {}),
+             **({"overlap_learning": True} if isinstance(runtime.pipeline, HostLoop)
+                and runtime.pipeline.overlap else {})}
     if log_dir and is_main:
         records.write_config(log_dir, {"config": record, "seeds": seed_list,
                                        "num_updates": num_updates,
