@@ -61,8 +61,8 @@ class HostTiming:
     Attributes:
       env: stepping the envs (from the start of a step to its results; the device can
         compute meanwhile).
-      device: waiting for the device (the actions of a step, which waits for the
-        previous update's learning too).
+      device: waiting for the device (the actions of a step, which without ``overlap``
+        waits for the previous update's learning too).
       wall: the chunks' whole time; ``wall - env - device`` is the host's own work
         (records, stacking, transfers).
       env_steps: env steps taken, all envs of all lanes.
