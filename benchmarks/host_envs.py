@@ -14,6 +14,13 @@ stepping the envs, waiting for the device, and the host's own work.
     python benchmarks/host_envs.py --ppo-steps 100000 --sac-steps 30000 --solve
     python benchmarks/host_envs.py --case jaxrl_par:ppo:8:grouped --steps 50000  # one case
     python benchmarks/host_envs.py --no-ppo --no-sac --td3-steps 10000           # TD3 only
+    python benchmarks/host_envs.py --overlap     # DQN and TD3, overlap_learning off and on
+
+``--overlap`` runs DQN on gymnasium:CartPole-v1 and TD3 on gymnasium:Pendulum-v1 with the
+grouped vector env, ``overlap_learning`` off and on, each in a fresh process with two CPU
+devices and a one-thread pool (what the CLI's ``--overlap-learning`` sets up, for both),
+the two alternated, and prints the medians of ``--repeats`` runs: env steps/s, gradient
+steps/s and the host loop's shares of the wall clock.
 
 Needs ``pip install stable-baselines3`` for the peers (they are skipped without it).
 """
@@ -39,16 +46,25 @@ TORCH_THREADS = 0  # SB3's torch threads (0: torch's default, one per core); --t
 TD3_HP = {"num_envs": 4, "learning_starts": 1_000, "batch_size": 256, "learning_rate": 3e-4,
           "gamma": 0.99, "tau": 0.005, "policy_delay": 2, "exploration_noise": 0.1,
           "target_noise": 0.2, "target_noise_clip": 0.5}
+# DQN's defaults (10 envs x 10 steps an update, a gradient step per 10 env steps), learning
+# from 1,000 steps so that a short run learns most of the time.
+DQN_HP = {"learning_starts": 1_000}
+OVERLAP_MODES = ("plain", "overlap")  # a case's fifth field: overlap_learning off, on
 
 
-def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
+def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int,
+                  overlap: bool = False) -> dict:
     import numpy as np
 
-    from jaxrl_par.algos import ppo, sac, td3
+    from jaxrl_par.algos import dqn, ppo, sac, td3
     from jaxrl_par.parallel.host_loop import HostLoop
     from jaxrl_par.runner.training import train
 
-    if algo_name == "ppo":
+    if algo_name == "dqn":
+        cfg = dqn.Config(env="gymnasium:CartPole-v1", num_envs=num_envs,
+                         total_timesteps=steps, **DQN_HP)
+        algo = dqn.make(cfg)
+    elif algo_name == "ppo":
         cfg = ppo.Config(env="gymnasium:CartPole-v1", num_envs=num_envs,
                          total_timesteps=steps, **PPO_HP)
         algo = ppo.make(cfg)
@@ -59,18 +75,18 @@ def run_jaxrl_par(algo_name: str, num_envs: int, vector_env: str, steps: int) ->
         cfg = td3.Config(env="gymnasium:Pendulum-v1", total_timesteps=steps,
                          hidden_sizes=(64, 64), train_frequency=1, **TD3_HP)
         algo = td3.make(cfg)
-    loop = HostLoop(algo, vector_env)
+    loop = HostLoop(algo, vector_env, overlap=overlap)
     result = train(algo, 0, progress=False, num_chunks=10, vector_env=loop)
     loop.close()
     updates = {}
-    if algo_name in ("sac", "td3"):
+    if algo_name in ("sac", "td3", "dqn"):
         gradient_steps = int(np.asarray(result.state.gradient_steps)[0])
         updates = {"gradient_steps": gradient_steps,
                    "updates_per_second": gradient_steps / result.train_seconds}
     return {**updates, "steps_per_second": result.steps_per_second,
             "train_seconds": result.train_seconds, "compile_seconds": result.compile_seconds,
             "final_return": float(result.final_returns(0.05)[0]),
-            "busy": loop.timing.fractions()}
+            "busy": loop.timing.fractions(), "act_device": str(loop.act_device)}
 
 
 def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
@@ -134,10 +150,59 @@ def run_sb3(algo_name: str, num_envs: int, vector_env: str, steps: int) -> dict:
 
 
 def one_case(case: str, steps: int) -> dict:
-    """``case`` = ``library:algo:num_envs:vector_env``; its figures as a dict."""
-    library, algo_name, num_envs, vector_env = case.split(":")
-    run = run_jaxrl_par if library == "jaxrl_par" else run_sb3
-    return {"case": case, "steps": steps, **run(algo_name, int(num_envs), vector_env, steps)}
+    """``case`` = ``library:algo:num_envs:vector_env``, or for jaxrl_par with a fifth
+    field ``plain`` or ``overlap`` (``overlap_learning`` off or on; either runs with two
+    CPU devices and a one-thread pool, set here before jax starts); its figures as a
+    dict."""
+    library, algo_name, num_envs, vector_env, *mode = case.split(":")
+    if library != "jaxrl_par":
+        return {"case": case, "steps": steps,
+                **run_sb3(algo_name, int(num_envs), vector_env, steps)}
+    if mode:
+        from jaxrl_par.platform import cpu_threads
+
+        cpu_threads.limit()  # as the CLI's --cpu-threads auto
+        cpu_threads.devices(2)  # as the CLI's --overlap-learning, for both modes
+    return {"case": case, "steps": steps,
+            **run_jaxrl_par(algo_name, int(num_envs), vector_env, steps,
+                            overlap=mode == ["overlap"])}
+
+
+def overlap_table(dqn_steps: int, td3_steps: int, repeats: int) -> list[dict]:
+    """DQN (CartPole) and TD3 (Pendulum) on the grouped vector env, ``overlap_learning``
+    off and on, alternated in fresh processes ``repeats`` times; prints and returns each
+    case's medians (env steps/s, gradient steps/s, the host loop's shares)."""
+    import numpy as np
+
+    cases = [(f"jaxrl_par:{name}:{n}:grouped:{mode}", steps)
+             for name, n, steps in (("dqn", 10, dqn_steps), ("td3", 4, td3_steps))
+             for mode in OVERLAP_MODES]
+    runs: dict[str, list[dict]] = {case: [] for case, _ in cases}
+    for _ in range(repeats):
+        for case, steps in cases:
+            row = fresh(case, steps)
+            if row is not None:
+                runs[case].append(row)
+    print(f"{'case':34s} {'steps':>7s} {'runs':>4s} {'env steps/s':>11s} "
+          f"{'grad steps/s':>12s} {'env':>5s} {'device':>6s} {'host':>5s}  acts on")
+    rows = []
+    for case, steps in cases:
+        done = runs[case]
+        if not done:
+            continue
+        row = {"case": case, "steps": steps, "runs": len(done),
+               "steps_per_second": float(np.median([r["steps_per_second"] for r in done])),
+               "updates_per_second": float(np.median([r["updates_per_second"]
+                                                      for r in done])),
+               "busy": {k: float(np.median([r["busy"][k] for r in done]))
+                        for k in ("env", "device", "host")},
+               "act_device": done[0]["act_device"], "each": done}
+        rows.append(row)
+        busy = row["busy"]
+        print(f"{case:34s} {steps:7d} {len(done):4d} {row['steps_per_second']:11.0f} "
+              f"{row['updates_per_second']:12.0f} {busy['env']:5.0%} {busy['device']:6.0%} "
+              f"{busy['host']:5.0%}  {row['act_device']}", flush=True)
+    return rows
 
 
 def fresh(case: str, steps: int) -> dict | None:
@@ -171,12 +236,24 @@ def main() -> int:
     p.add_argument("--torch-threads", type=int, default=0,
                    help="SB3's torch intra-op threads (0: torch's default); on a loaded host "
                         "torch's default threads can slow it many times over")
-    p.add_argument("--json", default="benchmarks/results/host_envs.json")
+    p.add_argument("--overlap", action="store_true",
+                   help="only DQN and TD3 with overlap_learning off and on (grouped envs, "
+                        "fresh processes alternated, medians of --repeats)")
+    p.add_argument("--overlap-dqn-steps", type=int, default=20_000)
+    p.add_argument("--overlap-td3-steps", type=int, default=5_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", default=None,
+                   help="where the results go (benchmarks/results/host_envs.json, with "
+                        "--overlap host_overlap.json)")
     args = p.parse_args()
     global TORCH_THREADS
     TORCH_THREADS = args.torch_threads
     if args.case:
         print(json.dumps(one_case(args.case, args.steps)))
+        return 0
+    if args.overlap:
+        rows = overlap_table(args.overlap_dqn_steps, args.overlap_td3_steps, args.repeats)
+        _write(args.json or "benchmarks/results/host_overlap.json", rows)
         return 0
     try:
         import stable_baselines3  # noqa: F401
@@ -239,11 +316,15 @@ def main() -> int:
                 print(f"{name.upper()}, 4 {ours_env}/{peer_env} envs: jaxrl_par / SB3 = "
                       f"{ours['updates_per_second'] / peer['updates_per_second']:.2f}x "
                       "gradient steps/s")
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-    with open(args.json, "w") as f:
+    _write(args.json or "benchmarks/results/host_envs.json", rows)
+    return 0
+
+
+def _write(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
         json.dump({"rows": rows, "cpu_count": os.cpu_count(), "torch_threads": TORCH_THREADS,
                    "load_average": os.getloadavg()}, f, indent=1)
-    return 0
 
 
 def fresh_defaults() -> dict | None:
