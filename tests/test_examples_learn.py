@@ -18,6 +18,7 @@ README = os.path.join(ROOT, "README.md")
 CASES = [
     ("jaxrl-par train ppo --env CartPole-v1 --seeds 4", [], "final_return", 475.0),
     ("jaxrl-par train dqn --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
+    ("jaxrl-par train ppo --env Pendulum-v1", ["--seeds", "2"], "final_return", -200.0),
     ("jaxrl-par train sac --env Pendulum-v1", ["--seeds", "2"], "final_return", -250.0),
     ("jaxrl-par train impala --env CartPole-v1", ["--seeds", "2"], "final_return", 475.0),
     # The round-robin form stalls on about 1 seed in 4 (BENCHMARKS.md, A3C); the README
