@@ -51,6 +51,7 @@ import numpy as np
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.blocks.host_steps import Rollout
+from jaxrl_par.blocks.reads import leaves_read
 from jaxrl_par.envs import host
 
 
@@ -107,16 +108,6 @@ def acting_device(learner: jax.Device) -> jax.Device:
         return jax.devices("cpu")[0]
     others = [d for d in jax.local_devices(backend="cpu") if d != learner]
     return others[0] if others else learner
-
-
-def leaves_read(fn: Callable, tree: Any, *args) -> tuple[bool, ...]:
-    """For each leaf of ``tree``, whether ``fn(tree, *args)`` computes with it: whether an
-    equation or an output of its jaxpr reads it (a leaf passed into an inner ``jit`` whole
-    counts as read)."""
-    jaxpr = jax.make_jaxpr(fn)(tree, *args).jaxpr
-    read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
-    read |= {id(v) for v in jaxpr.outvars}
-    return tuple(id(v) in read for v in jaxpr.invars[:len(jax.tree.leaves(tree))])
 
 
 def from_leaves_read(act: Callable, state: Any, read: tuple[bool, ...]) -> Callable:

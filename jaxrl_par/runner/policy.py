@@ -27,12 +27,12 @@ from typing import Any
 
 import flax.serialization
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_par import algos, envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.blocks.reads import leaves_read
 from jaxrl_par.envs import host
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.records import config_record
@@ -43,20 +43,13 @@ FORMAT = 1  # the version of export_policy's files
 
 def acting_leaves(algo: Algorithm, state: Any) -> list[bool]:
     """For each leaf of the unbatched ``state`` (``jax.tree.leaves`` order), whether
-    ``algo.act(state, obs, key)`` or ``algo.sample`` reads it: found from their jaxprs,
-    traced on shapes alone (nothing runs)."""
+    ``algo.act(state, obs, key)`` or ``algo.sample`` reads it (:func:`leaves_read`)."""
     obs = jax.ShapeDtypeStruct((1, *observation_shape(algo.config.env)), jnp.float32)
-    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), state)
-    n = len(jax.tree.leaves(state))
-    keep = [False] * n
+    keep = [False] * len(jax.tree.leaves(state))
     for fn in (algo.act, algo.sample):
-        if fn is None:
-            continue
-        jaxpr = jax.make_jaxpr(fn)(shapes, obs, jax.random.key(0)).jaxpr
-        used = {v for eqn in jaxpr.eqns for v in eqn.invars
-                if not isinstance(v, jax.extend.core.Literal)}
-        used |= {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
-        keep = [k or v in used for k, v in zip(keep, jaxpr.invars[:n], strict=True)]
+        if fn is not None:
+            read = leaves_read(fn, state, obs, jax.random.key(0))
+            keep = [k or r for k, r in zip(keep, read, strict=True)]
     return keep
 
 
