@@ -1,5 +1,6 @@
-"""Which leaves of a pytree a function computes with, read from its jaxpr: what the
-policy export keeps of a state and what the host loop's lagged acting copies."""
+"""Which leaves of a pytree a function computes with, read from its jaxpr, and the tree
+without the others: what the policy export keeps of a state and what the host loop's
+lagged acting copies."""
 
 from __future__ import annotations
 
@@ -22,3 +23,12 @@ def leaves_read(fn: Callable, tree: Any, *args) -> tuple[bool, ...]:
             if not isinstance(v, jax.extend.core.Literal)}
     read |= {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
     return tuple(v in read for v in jaxpr.invars[:len(jax.tree.leaves(tree))])
+
+
+def pruned(tree: Any, read: tuple[bool, ...] | list[bool]) -> Any:
+    """``tree`` with ``None`` for each leaf ``read`` marks False (:func:`leaves_read`): a
+    function that does not compute with those leaves takes the pruned tree as well, and
+    the pruned tree holds (and moves between devices) only the rest."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return jax.tree.unflatten(treedef, [x if r else None
+                                        for x, r in zip(leaves, read, strict=True)])

@@ -51,7 +51,7 @@ import numpy as np
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.blocks.host_steps import Rollout
-from jaxrl_par.blocks.reads import leaves_read
+from jaxrl_par.blocks.reads import leaves_read, pruned
 from jaxrl_par.envs import host
 
 
@@ -110,30 +110,15 @@ def acting_device(learner: jax.Device) -> jax.Device:
     return others[0] if others else learner
 
 
-def from_leaves_read(act: Callable, state: Any, read: tuple[bool, ...]) -> Callable:
-    """``act_read(leaves, obs, t)``: ``act(state, obs, t)`` given only the leaves of
-    ``state`` that ``read`` marks (in order); the others are zeros of their shapes, which
-    ``act`` does not compute with (:func:`leaves_read`)."""
-    leaves, treedef = jax.tree.flatten(state)
-    shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
-
-    def act_read(kept: list, obs, t):
-        given = iter(kept)
-        full = [next(given) if r else jnp.zeros(x.shape, x.dtype)
-                for r, x in zip(read, shapes, strict=True)]
-        return act(jax.tree.unflatten(treedef, full), obs, t)
-
-    return act_read
-
-
 class Lag(NamedTuple):
     """What a chunk of ``overlap=True`` leaves for the next: the update the next chunk
-    starts at, the state it returned, and the read leaves (:func:`leaves_read`) of the
-    state its last update learned from, which the next update acts with."""
+    starts at, the state it returned, and the state its last update learned from, pruned
+    to the leaves ``act`` reads (:func:`~jaxrl_par.blocks.reads.pruned`), which the next
+    update acts with."""
 
     update: int
     state: Any
-    acting: list
+    acting: Any
 
 
 class HostLoop:
@@ -189,7 +174,6 @@ class HostLoop:
         self._observe = (jax.jit(jax.vmap(steps.observe))
                          if steps.observe is not None else None)
         self._read: tuple[bool, ...] = ()  # the state's leaves act reads (overlap)
-        self._act_read: Callable | None = None  # act from those leaves (overlap)
         self._lag: Lag | None = None
 
     def close(self) -> None:
@@ -219,12 +203,9 @@ class HostLoop:
             jax.block_until_ready(self._observe(state, action, np.zeros(obs.shape[:2], bool)))
         if self.overlap:
             act = jax.vmap(self.algo.host_steps.act, in_axes=(0, 0, None))
-            self._read = tuple(r or jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-                               for r, x in zip(leaves_read(act, state, obs, np.int32(0)),
-                                               jax.tree.leaves(state), strict=True))
-            self._act_read = jax.jit(from_leaves_read(act, state, self._read))
-            jax.block_until_ready(self._act_read(self._acting_copy(self._read_leaves(state)),
-                                                 obs, np.int32(0)))
+            self._read = leaves_read(act, state, obs, np.int32(0))
+            jax.block_until_ready(self._act(self._acting_copy(self._read_leaves(state)), obs,
+                                            np.int32(0)))
         action = jax.device_get(action)
         zeros = [{k: np.zeros_like(v) for k, v in self._empty_step().items()}
                  ] * cfg.num_steps
@@ -268,18 +249,18 @@ class HostLoop:
         only by ``HostSteps.observe``)."""
         return self._steps(self._act, state, self._observe, offset=0)
 
-    def lagged_rollout(self, acting: list) -> Rollout:
-        """:meth:`rollout` acting with the read leaves ``acting`` of a state (``overlap``:
-        the state the last update learned from) on :attr:`act_device`, at step keys
-        ``t + num_steps``."""
-        return self._steps(self._act_read, self._acting_copy(acting), None,
+    def lagged_rollout(self, acting: Any) -> Rollout:
+        """:meth:`rollout` acting with ``acting``, a state pruned to the leaves ``act``
+        reads (``overlap``: the state the last update learned from), on
+        :attr:`act_device`, at step keys ``t + num_steps``."""
+        return self._steps(self._act, self._acting_copy(acting), None,
                            offset=self.algo.config.num_steps)[1]
 
-    def _read_leaves(self, state: Any) -> list:
-        return [x for x, r in zip(jax.tree.leaves(state), self._read, strict=True) if r]
+    def _read_leaves(self, state: Any) -> Any:
+        return pruned(state, self._read)
 
-    def _acting_copy(self, leaves: list) -> list:
-        return jax.device_put(leaves, self.act_device)  # nothing moves on one device
+    def _acting_copy(self, acting: Any) -> Any:
+        return jax.device_put(acting, self.act_device)  # nothing moves on one device
 
     def _steps(self, act: Callable, state: Any, observe: Callable | None, offset: int
                ) -> tuple[Any, Rollout]:
@@ -312,7 +293,7 @@ class HostLoop:
         timing.env_steps += self.algo.config.num_steps * self.algo.config.num_envs * len(lanes)
         return state, self._rollout_arrays(obs_rows, actions, steps)
 
-    def _lagged(self, state: Any, start: int) -> list | None:
+    def _lagged(self, state: Any, start: int) -> Any | None:
         """What update ``start`` acts with under ``overlap``: the read leaves of the state
         the previous chunk's last update learned from, if ``state`` is the one that chunk
         returned and ``start`` follows it; else None (act with ``state`` itself)."""

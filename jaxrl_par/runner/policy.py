@@ -32,7 +32,7 @@ import numpy as np
 
 from jaxrl_par import algos, envs
 from jaxrl_par.algos.base import Algorithm
-from jaxrl_par.blocks.reads import leaves_read
+from jaxrl_par.blocks.reads import leaves_read, pruned
 from jaxrl_par.envs import host
 from jaxrl_par.runner.precision import float32
 from jaxrl_par.runner.records import config_record
@@ -162,10 +162,7 @@ def best_lane(log_dir: str, seeds: list[int]) -> int:
 
 def _acting_state(algo: Algorithm, state: Any) -> Any:
     """``state`` with ``None`` for every leaf ``act`` does not read."""
-    leaves, treedef = jax.tree.flatten(state)
-    keep = acting_leaves(algo, state)
-    return jax.tree.unflatten(treedef, [x if k else None for x, k in zip(leaves, keep,
-                                                                         strict=True)])
+    return pruned(state, acting_leaves(algo, state))
 
 
 def _from_run(log_dir: str, seed: int | None, sample: bool) -> Policy:
