@@ -50,6 +50,7 @@ import numpy as np
 
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.blocks.host_steps import Rollout
 from jaxrl_par.blocks.reads import leaves_read, pruned
 from jaxrl_par.envs import host
@@ -85,7 +86,7 @@ def check_overlap(algo: Algorithm) -> None:
     """``ValueError`` (one line) unless ``algo``'s host steps can act one update behind
     their learning: an off-policy learner (:attr:`HostSteps.off_policy`) whose acting
     carries no state from step to step (no :attr:`HostSteps.observe`)."""
-    name = type(algo.config).__module__.rsplit(".", 1)[-1]
+    name = algorithm_name(algo.config)
     steps = algo.host_steps
     if steps is None or not steps.off_policy:
         raise ValueError(f"overlap: {name} learns on-policy (its acting must use the current "
@@ -151,7 +152,7 @@ class HostLoop:
 
     def __init__(self, algo: Algorithm, vector_env: str = "grouped", overlap: bool = False):
         if algo.host_steps is None:
-            raise ValueError(f"{type(algo.config).__module__.rsplit('.', 1)[-1]} has no "
+            raise ValueError(f"{algorithm_name(algo.config)} has no "
                              f"host steps: it cannot step a vector of host envs; "
                              f"{host.RUNTIMES}")
         host.check_vector_env(vector_env)

@@ -32,6 +32,7 @@ import numpy as np
 
 from jaxrl_par import algos, envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.blocks.reads import leaves_read, pruned
 from jaxrl_par.envs import host
 from jaxrl_par.runner.precision import float32
@@ -91,7 +92,7 @@ class Policy:
 
     @staticmethod
     def _name(algo: Algorithm) -> str:
-        return type(algo.config).__module__.rsplit(".", 1)[-1]
+        return algorithm_name(algo.config)
 
     def _run(self, obs: jax.Array, key: jax.Array | None) -> jax.Array:
         if key is None and not self.sample:

@@ -27,6 +27,7 @@ import numpy as np
 from jaxrl_par import envs, parallel, presets
 from jaxrl_par.algos import hyper
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.envs import host
 from jaxrl_par.parallel.actor_learner import ActorLearner
 from jaxrl_par.parallel.async_workers import AsyncWorkers
@@ -189,7 +190,7 @@ def _host_runtime(algo: Algorithm, vector_env, others: bool, overlap: bool = Fal
         raise ValueError(f"vector_env={vector_env!r} is for host envs (gymnasium:<id>, "
                          f"envpool:<id>); {algo.config.env} steps on the device: drop it")
     if overlap and algo.host_steps is None:
-        name = type(algo.config).__module__.rsplit(".", 1)[-1]
+        name = algorithm_name(algo.config)
         where = (f"{name} on {algo.config.env} does not run in the host loop"
                  if host.is_host(algo.config.env)
                  else f"{algo.config.env} steps on the device, inside the compiled update")
