@@ -223,7 +223,10 @@ def test_ctrl_c_while_a_fresh_run_compiles_claims_nothing_kept(tmp_path, cache):
     log = tmp_path / "fresh"
     argv = [a for a in TINY if a != "--no-progress"] + ["--log-dir", str(log),
                                                         "--no-compile-cache"]
-    code = f"import sys\nfrom jaxrl_par.cli import main\nsys.exit(main({argv!r}))"
+    # pytest-xdist's workers may ignore SIGINT, and a child inherits that: the child gives
+    # Python's Ctrl-C handler back first, as a shell's foreground command has it.
+    code = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            f"from jaxrl_par.cli import main\nsys.exit(main({argv!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=_env(cache))
     try:
