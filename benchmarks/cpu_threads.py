@@ -1,12 +1,18 @@
 """Training speed on CPU by the size of XLA:CPU's thread pool (``--cpu-threads``).
 
 Each algorithm trains through the CLI as a user runs it, not pinned to a core, in fresh
-processes that alternate ``--cpu-threads auto`` (one thread for a run of one program)
+processes that alternate ``--cpu-threads auto`` (one thread for a small run of one program)
 and ``--cpu-threads default`` (XLA's: one per core), ``--repeats`` times each. Prints the
 median env steps/s of each and their ratio, with every run's figure (runs on a shared
 host vary from process to process), and writes ``benchmarks/results/cpu_threads.json``::
 
     python benchmarks/cpu_threads.py --repeats 3
+
+``--sizes`` compares one thread with XLA's pool at growing observation batches, around
+the size where ``auto`` switches to XLA's pool (``cpu_threads.POOL_FROM_NUMBERS``;
+``benchmarks/results/cpu_sizes.json``)::
+
+    python benchmarks/cpu_threads.py --sizes --repeats 2
 
 ``--per-core`` instead compares one device with one CPU device per core (``--devices N``,
 data parallel, each device's part on a thread of its own; both ``--cpu-threads auto``)
@@ -53,6 +59,19 @@ PER_CORE_RUNS = [
     ("dqn", "CartPole-v1", 100_000, []),
     ("sac", "Pendulum-v1", 20_000, []),
 ]
+
+
+#: ``--sizes``' runs: (algorithm, env, env steps, further CLI arguments), from below to
+#: above ``cpu_threads.POOL_FROM_NUMBERS`` (num_envs x the observation's size).
+SIZE_RUNS = [
+    ("ppo", "CartPole-v1", 300_000, []),                                  # 8 x 4 = 32
+    ("dqn", "Breakout-MinAtar", 30_000, []),                              # 8 x 400 = 3,200
+    ("ppo", "CartPole-v1", 2_000_000, ["--preset", "none", "--set", "num_envs=1024"]),  # 4,096
+    ("ppo", "Breakout-MinAtar", 200_000, ["--set", "num_envs=16"]),       # 6,400
+    ("ppo", "Breakout-MinAtar", 300_000, []),                             # 64 x 400 = 25,600
+    ("dqn", "Breakout-MinAtar", 30_000, ["--set", "num_envs=64"]),        # 25,600
+]
+SIZE_SETTINGS = {"one thread": ["--cpu-threads", "1"], "XLA's pool": ["--cpu-threads", "default"]}
 
 
 def per_core_devices(algo: str, extra: list[str]) -> list[str]:
@@ -129,11 +148,17 @@ def main() -> None:
                    help="comma-separated subset of the algorithms (default: all)")
     p.add_argument("--per-core", action="store_true",
                    help="one device against one CPU device per core (--devices N)")
+    p.add_argument("--sizes", action="store_true",
+                   help="one thread against XLA's pool at growing observation batches, "
+                        "around the size where --cpu-threads auto switches")
     p.add_argument("--out", default=None, help="the JSON file (default: results/"
-                                               "cpu_threads.json or cpu_per_core.json)")
+                                               "cpu_threads.json, cpu_per_core.json or "
+                                               "cpu_sizes.json)")
     args = p.parse_args()
     if args.per_core:
         spec, settings, name = PER_CORE_RUNS, PER_CORE_SETTINGS, "cpu_per_core.json"
+    elif args.sizes:
+        spec, settings, name = SIZE_RUNS, SIZE_SETTINGS, "cpu_sizes.json"
     else:
         spec, settings, name = [(*r, []) for r in RUNS], SETTINGS, "cpu_threads.json"
     if args.algos:

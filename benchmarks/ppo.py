@@ -60,6 +60,7 @@ from common import (
 from jaxrl_par import envs
 from jaxrl_par.algos import ppo
 from jaxrl_par.algos.config import apply_overrides
+from jaxrl_par.platform import cpu_threads
 
 HP = {"num_steps": 128, "update_epochs": 4, "num_minibatches": 4, "learning_rate": 2.5e-4,
       "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01,
@@ -276,8 +277,10 @@ def speed_one(spec: str) -> dict:
 
 
 #: ``--as-users-run``'s runs and their XLA:CPU set-ups (``common.pool_env`` arguments):
-#: ours on one device with one thread (the CLI's default), ours data-parallel over one CPU
-#: device per core with one thread each (the CLI's ``--devices N``), rejax XLA's default.
+#: ours on one device with the pool the CLI's ``--cpu-threads auto`` picks for the setting
+#: (one thread, or XLA's for large observation batches: set per setting below), ours
+#: data-parallel over one CPU device per core with one thread each (the CLI's
+#: ``--devices N``), rejax XLA's default.
 AS_USERS_RUN = {"ours": (1,), "ours-cores": (1, os.cpu_count()), "rejax": (None,)}
 
 
@@ -307,6 +310,7 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
         updates = updates_timed(n)
         spec = f"{env_id}:{n}:{updates}:{repeats}"
         setups = dict(AS_USERS_RUN)
+        setups["ours"] = (cpu_threads.auto_threads(envs.observation_numbers(env_id, n)),)
         if purejaxrl_command(spec) is not None:
             setups["purejaxrl"] = (None,)  # XLA's default pool, as its users get it
         else:
@@ -461,8 +465,9 @@ def main() -> None:
     p.add_argument("--whole-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--as-users-run", action="store_true",
                    help="throughput only, each library in fresh processes with the XLA:CPU "
-                        "set-up its users get (ours one thread, on one device and on one "
-                        "device per core; rejax XLA's default pool), not pinned: "
+                        "set-up its users get (ours with the CLI's auto pool on one "
+                        "device, and one thread on each of one device per core; rejax "
+                        "XLA's default pool), not pinned: "
                         "--compile-rounds rounds of --repeats calls")
     p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--main-job", action="store_true",

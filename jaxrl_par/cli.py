@@ -23,10 +23,12 @@ from jaxrl_par.platform import cpu_threads
 from jaxrl_par.runner import interrupt
 
 CPU_THREADS_HELP = ("threads XLA runs a program's kernels on, on CPU: auto (default) is one, "
-                    "which runs small RL programs fastest, or XLA's one per core when "
-                    "programs run at once from host threads (--async-workers, "
-                    "--actor-learner, @threads); 'default' is XLA's; N is N. An NPROC in "
-                    "the environment is kept under auto (jaxrl_par/platform/cpu_threads.py)")
+                    "which runs small RL programs fastest, or XLA's one per core for runs "
+                    "whose observations over all envs hold 4,096 numbers or more at a step "
+                    "(a train run restarts once for it) and when programs run at once from "
+                    "host threads (--async-workers, --actor-learner, @threads); 'default' is "
+                    "XLA's; N is N. An NPROC in the environment is kept under auto "
+                    "(jaxrl_par/platform/cpu_threads.py)")
 
 
 class _TrainHelp(argparse.Action):
@@ -557,6 +559,9 @@ def cmd_train(args) -> int:
 
     # first: XLA reads its CPU pool's size and device count when jax starts, and
     # importing the runner starts it (gymnax computes at import)
+    auto_pool = (cpu_threads.parse(args.cpu_threads) == -1 and cpu_threads.chosen() is None
+                 and not (args.actor_learner or args.async_workers or args.overlap_learning)
+                 and (args.devices or 1) == 1 and not _multi_host(args))
     pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
     if args.platform_tuning is not None:
         os.environ[platform.SETTING] = args.platform_tuning
@@ -576,6 +581,8 @@ def cmd_train(args) -> int:
     cfg, preset = _config_and_preset(args)
     cfg, sharded = _runtime_config(args, cfg)
     cfg, seeds, hparams = _lanes(args, cfg)
+    if auto_pool and jax.default_backend() == "cpu":
+        _pool_for_size(args, cfg, lanes=len(seeds))
     algo = module.make(cfg)
     mesh_kw = _runtime_keywords(args, sharded)
     if not args.no_compile_cache:
@@ -611,6 +618,27 @@ def cmd_train(args) -> int:
     if args.json:
         print(json.dumps(summary))
     return _exit_code(args, result)
+
+
+def _pool_for_size(args, cfg, lanes: int) -> None:
+    """``--cpu-threads auto`` started this run on one thread, before jax could say how
+    large its observations are. A run with large ones (``cpu_threads.auto_threads``, over
+    its ``lanes`` seeds and swept points together, which one program steps at once)
+    restarts on XLA's pool when this process is the command itself; otherwise a line
+    says how to get that pool."""
+    from jaxrl_par import envs
+
+    if cpu_threads.auto_threads(envs.observation_numbers(cfg.env, cfg.num_envs * lanes)) == 1:
+        return
+    if args.program_argv is not None and cpu_threads.can_restart():
+        if not args.no_progress:
+            print("jaxrl_par: large observation batches: restarting on XLA:CPU's pool of a "
+                  "thread per core, which --cpu-threads auto picks for them (--cpu-threads 1 "
+                  "keeps one thread)", file=sys.stderr)
+        cpu_threads.restart_with_default_pool(args.program_argv)
+    if not args.no_progress:
+        print("jaxrl_par: tip: this run's observation batches are large; --cpu-threads "
+              "default (XLA's pool of a thread per core) trains it faster", file=sys.stderr)
 
 
 def _check_train_args(args) -> None:
@@ -1025,6 +1053,8 @@ def main(argv: list[str] | None = None) -> int:
     again.
     """
     args = _parser().parse_args(argv)
+    # the command line that runs this command again (None: called with its own argv)
+    args.program_argv = sys.argv[1:] if argv is None else None
     # orbax logs a failed background write's traceback through absl before it raises
     # the error here; the command says it in one line instead.
     logging.getLogger("absl").setLevel(logging.CRITICAL)

@@ -94,9 +94,53 @@ def test_runner_tips_once_about_a_pool_nobody_chose(monkeypatch, capsys):
     assert "cpu_threads.limit()" in err
     monkeypatch.setattr(cpu_threads, "_hinted", False)
     monkeypatch.setenv("NPROC", "2")  # the user chose: no tip
-    assert cpu_threads.hint_once() is None
+    assert cpu_threads.hint_once(32) is None
     monkeypatch.delenv("NPROC")
-    assert cpu_threads.hint_once() is not None and cpu_threads.hint_once() is None
+    assert cpu_threads.hint_once(4096) is None  # a large run: XLA's pool suits it
+    assert cpu_threads.hint_once(32) is not None and cpu_threads.hint_once(32) is None
+
+
+def test_auto_gives_large_observation_batches_xlas_pool():
+    """The size auto switches at, and what a run's observations count: num_envs x the
+    observation's size."""
+    from jaxrl_par import envs
+
+    assert cpu_threads.auto_threads(cpu_threads.POOL_FROM_NUMBERS - 1) == 1
+    assert cpu_threads.auto_threads(cpu_threads.POOL_FROM_NUMBERS) is None
+    assert envs.observation_numbers("CartPole-v1", 8) == 32
+    assert envs.observation_numbers("Breakout-MinAtar", 64) == 64 * 10 * 10 * 4
+
+
+def _cli_json(argv: list[str], as_program: bool) -> tuple[dict, str]:
+    """A train command in a fresh process with no pool chosen: ``python -m jaxrl_par``
+    (the command itself) or ``main(argv)`` called from Python; its summary and stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
+    code = (["-m", "jaxrl_par", *argv] if as_program else
+            ["-c", f"import sys\nfrom jaxrl_par.cli import main\nsys.exit(main({argv!r}))"])
+    out = subprocess.run([sys.executable, *code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.skipif(not cpu_threads.can_restart() or (os.cpu_count() or 1) < 2,
+                    reason="restarts with os.execv; needs several cores to tell pools apart")
+def test_cli_auto_restarts_a_large_run_on_xlas_pool():
+    """Breakout-MinAtar's preset (64 envs of 400 numbers) restarts once on XLA's pool and
+    says so; CartPole's stays on one thread; called from Python, the large run stays on
+    one thread and says how to get the pool."""
+    big = ["train", "ppo", "--env", "Breakout-MinAtar", "--total-timesteps", "8192",
+           "--set", "hidden_sizes=[16]", "--json", "--no-compile-cache"]
+    summary, err = _cli_json(big, as_program=True)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert summary["cpu_threads"] == cores and err.count("restarting on XLA:CPU's pool") == 1
+    summary, err = _cli_json(["train", "ppo", "--env", "CartPole-v1", "--total-timesteps",
+                              "2048", "--json", "--no-compile-cache"], as_program=True)
+    assert summary["cpu_threads"] == 1 and "restarting" not in err
+    summary, err = _cli_json(big, as_program=False)
+    assert summary["cpu_threads"] == 1 and "tip: this run's observation batches are large" in err
+    summary, err = _cli_json([*big, "--cpu-threads", "1"], as_program=True)
+    assert summary["cpu_threads"] == 1 and "restarting" not in err
 
 
 def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():

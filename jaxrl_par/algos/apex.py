@@ -144,6 +144,12 @@ class Config(DataParallel, Network, Pipelined, ActorLearner, Prioritized, QLearn
         return self.num_actors * self.num_steps
 
     @property
+    def num_envs(self) -> int:
+        """Envs stepped in lockstep: one per actor (``num_actors``), as other configs'
+        ``num_envs``."""
+        return self.num_actors
+
+    @property
     def env_steps_per_sample(self) -> float:
         """Env steps per transition the learner samples (the replay ratio's inverse) on one
         device; with ``D`` data-parallel devices the learner samples ``D`` times more."""

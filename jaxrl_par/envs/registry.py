@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -130,6 +131,13 @@ def spec(env_id: str):
     :class:`~jaxrl_par.envs.host.HostSpec`."""
     check_env_id(env_id)
     return host.spec(env_id) if host.is_host(env_id) else make(env_id, 1)
+
+
+def observation_numbers(env_id: str, num_envs: int) -> int:
+    """How many numbers the observations of ``num_envs`` copies of ``env_id`` hold at one
+    step together: ``num_envs`` x the observation's size (CartPole: 4 per env, a MinAtar
+    grid: 400 or more)."""
+    return num_envs * math.prod(spec(env_id).observation_shape)
 
 
 def make(env_id: str, num_envs: int = 1, **env_params: Any) -> VecEnv:

@@ -142,6 +142,22 @@ def parse(setting: str) -> int | None:
                      "core), or a number of threads")
 
 
+#: ``auto`` keeps XLA's pool (one thread per core) for a run whose envs' observations at
+#: one step hold at least this many numbers together (``num_envs`` x the observation's
+#: size, over the seeds a program steps at once): there the update's kernels are large,
+#: and XLA runs independent ones (the actor's and the critic's) on threads of their own.
+#: Below it one thread is faster: XLA's hand-offs between threads cost more than the
+#: small kernels (docs/performance.md has the runs that chose it).
+POOL_FROM_NUMBERS = 2**12
+
+
+def auto_threads(observation_numbers: int) -> int | None:
+    """``--cpu-threads auto``'s pool for a run of one program at a time: one thread, or
+    None (XLA's default) when ``observation_numbers`` (``num_envs`` x the observation's
+    size) reaches :data:`POOL_FROM_NUMBERS`."""
+    return None if observation_numbers >= POOL_FROM_NUMBERS else 1
+
+
 def apply(setting: str, concurrent: bool) -> int | None:
     """Sets the pool for a CLI run from ``--cpu-threads``' ``setting``; ``concurrent``: the
     run executes programs from several host threads at once. Returns the size asked for
@@ -158,20 +174,45 @@ def apply(setting: str, concurrent: bool) -> int | None:
     return chosen()
 
 
+def restart_with_default_pool(argv: list[str]) -> None:
+    """Replaces this process with ``python -m jaxrl_par ARGV`` on XLA's default pool
+    (``NPROC`` set to this process's cores, which ``auto`` then keeps); does not return.
+
+    For the CLI, whose ``auto`` starts every run on one thread, before it can see the
+    run's size (jax starts when the env is made): a run that :func:`auto_threads` gives
+    XLA's pool restarts once, before it has written anything. POSIX only (``os.execv``).
+    """
+    import sys
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    os.environ.pop("PORTABLE_NPROC", None)
+    os.environ["NPROC"] = str(cores or 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "jaxrl_par", *argv])
+
+
+def can_restart() -> bool:
+    """Whether :func:`restart_with_default_pool` can run here (POSIX ``os.execv``)."""
+    return os.name == "posix"
+
+
 _hinted = False
 
 
-def hint_once() -> str | None:
+def hint_once(observation_numbers: int) -> str | None:
     """A one-line tip, the first time per process it applies: jax runs on CPU with XLA's
     default pool of several threads, which nobody chose (no ``NPROC`` or
-    ``PORTABLE_NPROC``). None otherwise. The runner shows it with its progress."""
+    ``PORTABLE_NPROC``), for a run that :func:`auto_threads` gives one thread. None
+    otherwise. The runner shows it with its progress."""
     global _hinted
     import jax
 
     cores = os.cpu_count() or 1
-    if _hinted or chosen() is not None or cores < 2 or jax.default_backend() != "cpu":
+    if (_hinted or chosen() is not None or cores < 2 or jax.default_backend() != "cpu"
+            or auto_threads(observation_numbers) != 1):
         return None
     _hinted = True
     return (f"jaxrl_par: tip: XLA:CPU runs this on its default {cores} threads; one thread is "
-            "usually faster for RL programs: call jaxrl_par.platform.cpu_threads.limit() "
+            "usually faster for a run this small: call jaxrl_par.platform.cpu_threads.limit() "
             "before jax starts (the CLI's --cpu-threads auto does)")
