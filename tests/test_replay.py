@@ -1,7 +1,6 @@
 """Replay buffers: storage ring, sampling law, IS weights, rules, errors, vmap/shard_map."""
 
 import functools
-import importlib
 import math
 
 import jax
@@ -152,27 +151,6 @@ def test_uniform_sampling_frequencies():
     np.testing.assert_allclose(s.probabilities, 1 / 40)
     np.testing.assert_array_equal(s.weights, 1.0)
     np.testing.assert_array_equal(s.transitions["action"], s.indices)
-
-
-def test_uniforms_equal_jax_random_bit_for_bit():
-    """`stratified_uniforms` draws its threefry bits with an unrolled hash (one fused
-    kernel on CPU); they must be jax.random.uniform's exactly, under vmap too."""
-    prioritized_lib = importlib.import_module("jaxrl_par.replay.prioritized")
-    for seed in range(20):
-        key = jax.random.key(seed)
-        for n in (1, 3, 256, 1000):
-            want = np.asarray(jax.random.uniform(key, (n,), jnp.float32))
-            got = np.asarray(jax.jit(prioritized_lib._uniform, static_argnums=1)(key, n))
-            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    keys = jax.random.split(jax.random.key(5), 8)
-    np.testing.assert_array_equal(
-        jax.vmap(lambda k: prioritized_lib._uniform(k, 64))(keys),
-        jax.vmap(lambda k: jax.random.uniform(k, (64,)))(keys),
-    )
-    raw = jax.random.PRNGKey(3)  # legacy uint32 keys take the same path
-    np.testing.assert_array_equal(prioritized_lib._uniform(raw, 32), jax.random.uniform(raw, (32,)))
-    rbg = jax.random.key(3, impl="rbg")  # other generators fall back to jax.random
-    np.testing.assert_array_equal(prioritized_lib._uniform(rbg, 32), jax.random.uniform(rbg, (32,)))
 
 
 def test_stratified_one_draw_per_slice():

@@ -57,50 +57,9 @@ class PrioritizedState:
         return self.storage.size
 
 
-def _threefry2x32(k1, k2, x1, x2):
-    """The Threefry-2x32 hash (20 rounds), unrolled: what `jax.random` computes on CPU
-    with a rolled 5-step loop (several kernel launches per step); unrolled it is one
-    fused elementwise kernel. uint32 scalars `k1, k2`, uint32 `[n]` counters `x1, x2`."""
-    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
-    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
-    x = [x1 + ks[0], x2 + ks[1]]
-    for i in range(5):
-        for r in rotations[i % 2]:
-            x[0] = x[0] + x[1]
-            x[1] = ((x[1] << np.uint32(r)) | (x[1] >> np.uint32(32 - r))) ^ x[0]
-        x[0] = x[0] + ks[(i + 1) % 3]
-        x[1] = x[1] + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x[0], x[1]
-
-
-def _is_threefry(key: jax.Array) -> bool:
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key.shape == () and str(jax.random.key_impl(key)) == "threefry2x32"
-    return (key.dtype == jnp.uint32 and key.shape == (2,)
-            and jax.config.jax_default_prng_impl == "threefry2x32")
-
-
-def _uniform(key: jax.Array, n: int) -> jax.Array:
-    """float32 `[n]`, bit for bit `jax.random.uniform(key, (n,))`, cheaper on CPU.
-
-    For threefry keys with `jax_threefry_partitionable` (the default) this replays
-    jax's bits (counters `(0, i)`, the two hash words xor-ed, 23 mantissa bits); any other
-    key goes to `jax.random.uniform`. tests/test_replay.py checks the equality.
-    """
-    if not (_is_threefry(key) and jax.config.jax_threefry_partitionable and n < 2**32):
-        return jax.random.uniform(key, (n,), jnp.float32)
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-    data = jax.random.key_data(key) if typed else key
-    b1, b2 = _threefry2x32(
-        data[0], data[1], jnp.zeros((n,), jnp.uint32), jax.lax.iota(jnp.uint32, n)
-    )
-    bits = (b1 ^ b2) >> np.uint32(9) | np.uint32(0x3F800000)  # [1, 2)
-    return jnp.maximum(0.0, jax.lax.bitcast_convert_type(bits, jnp.float32) - 1.0)
-
-
 def stratified_uniforms(key: jax.Array, batch_size: int) -> jax.Array:
     """float32 `[batch_size]`: `(i + U_i) / batch_size`, one uniform per equal slice of [0, 1)."""
-    u = _uniform(key, batch_size)
+    u = jax.random.uniform(key, (batch_size,), jnp.float32)
     return (jnp.arange(batch_size, dtype=jnp.float32) + u) / batch_size
 
 
