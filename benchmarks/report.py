@@ -316,7 +316,8 @@ def paradigms(data: dict) -> Figures | None:
 
 COMPARE_QUICK = ("ppo", "a2c", "a3c@threads", "dqn", "impala", "apex")
 JOBS: tuple[Job, ...] = (
-    Job("ppo", ("benchmarks/ppo.py", "--as-users-run", "--settings", "CartPole-v1:4",
+    Job("ppo", ("benchmarks/ppo.py", "--as-users-run", "--settings",
+                "CartPole-v1:4,Breakout-MinAtar:256",
                 "--compile-rounds", "1", "--repeats", "3", "--out", "{dir}/ppo.json"),
         ("benchmarks/ppo.py", "--as-users-run", "--settings",
          "CartPole-v1:4,Breakout-MinAtar:256", "--compile-rounds", "3", "--repeats", "3",

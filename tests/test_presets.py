@@ -103,3 +103,11 @@ def test_train_applies_a_preset_and_records_it(tmp_path):
     assert record["config"]["num_envs"] == 8 and record["config"]["total_timesteps"] == 512
     assert dataclasses.asdict(presets.remake(algo, None)[0].config) == \
         dataclasses.asdict(algo.config)
+
+
+def test_host_prefixes_are_the_host_envs_own():
+    """presets spells the host envs' prefixes out (it must not import jaxrl_par.envs);
+    they stay the envs' own."""
+    from jaxrl_par.envs import envpool_envs, host
+
+    assert presets.HOST_PREFIXES == (host.PREFIX, envpool_envs.PREFIX)
