@@ -111,36 +111,43 @@ def test_auto_gives_large_observation_batches_xlas_pool():
     assert envs.observation_numbers("Breakout-MinAtar", 64) == 64 * 10 * 10 * 4
 
 
-def _cli_json(argv: list[str], as_program: bool) -> tuple[dict, str]:
-    """A train command in a fresh process with no pool chosen: ``python -m jaxrl_par``
-    (the command itself) or ``main(argv)`` called from Python; its summary and stderr."""
-    env = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
-    code = (["-m", "jaxrl_par", *argv] if as_program else
-            ["-c", f"import sys\nfrom jaxrl_par.cli import main\nsys.exit(main({argv!r}))"])
-    out = subprocess.run([sys.executable, *code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300, check=False)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
-
-
 @pytest.mark.skipif(not cpu_threads.can_restart() or (os.cpu_count() or 1) < 2,
                     reason="restarts with os.execv; needs several cores to tell pools apart")
 def test_cli_auto_restarts_a_large_run_on_xlas_pool():
-    """Breakout-MinAtar's preset (64 envs of 400 numbers) restarts once on XLA's pool and
-    says so; CartPole's stays on one thread; called from Python, the large run stays on
-    one thread and says how to get the pool."""
-    big = ["train", "ppo", "--env", "Breakout-MinAtar", "--total-timesteps", "8192",
-           "--set", "hidden_sizes=[16]", "--json", "--no-compile-cache"]
-    summary, err = _cli_json(big, as_program=True)
+    """Run as the command, with no pool chosen, Breakout-MinAtar's preset (64 envs of 400
+    numbers) restarts once on XLA's pool and says so."""
+    env = {k: v for k, v in os.environ.items() if k not in cpu_threads.VARIABLES}
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxrl_par", "train", "ppo", "--env", "Breakout-MinAtar",
+         "--total-timesteps", "8192", "--set", "hidden_sizes=[16]", "--json",
+         "--no-compile-cache"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert summary["cpu_threads"] == cores and err.count("restarting on XLA:CPU's pool") == 1
-    summary, err = _cli_json(["train", "ppo", "--env", "CartPole-v1", "--total-timesteps",
-                              "2048", "--json", "--no-compile-cache"], as_program=True)
-    assert summary["cpu_threads"] == 1 and "restarting" not in err
-    summary, err = _cli_json(big, as_program=False)
-    assert summary["cpu_threads"] == 1 and "tip: this run's observation batches are large" in err
-    summary, err = _cli_json([*big, "--cpu-threads", "1"], as_program=True)
-    assert summary["cpu_threads"] == 1 and "restarting" not in err
+    assert summary["cpu_threads"] == cores
+    assert out.stderr.count("restarting on XLA:CPU's pool") == 1, out.stderr
+
+
+def test_cli_auto_restarts_only_large_runs_of_the_command_itself(capsys, monkeypatch):
+    """A small run goes on without a word; a large one whose main() was called from
+    Python (which cannot restart) goes on too, saying how to get XLA's pool; the seeds
+    one program steps count: 1,024 lanes of CartPole's 4 numbers restart the command."""
+    from jaxrl_par import cli
+
+    restarts = []
+    monkeypatch.setattr(cpu_threads, "restart_with_default_pool", restarts.append)
+    for env, expected in [("CartPole-v1", ""), ("Breakout-MinAtar", "--cpu-threads default")]:
+        args = cli._parser().parse_args(["train", "ppo", "--env", env])
+        args.program_argv = None  # as main(argv) sets it
+        cli._pool_for_size(args, cli._config(args), lanes=1)
+        err = capsys.readouterr().err
+        assert (expected in err) if expected else err == "", err
+    assert restarts == []
+    args = cli._parser().parse_args(["train", "ppo", "--env", "CartPole-v1"])
+    args.program_argv = ["train", "ppo", "--env", "CartPole-v1"]  # as the command
+    cli._pool_for_size(args, cli._config(args), lanes=cpu_threads.POOL_FROM_NUMBERS // 4)
+    assert restarts == [args.program_argv]
 
 
 def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
