@@ -25,7 +25,7 @@ from jaxrl_par.runner import interrupt
 CPU_THREADS_HELP = ("threads XLA runs a program's kernels on, on CPU: auto (default) is one, "
                     "which runs small RL programs fastest, or XLA's one per core for runs "
                     "whose observations over all envs hold 4,096 numbers or more at a step "
-                    "(a train run restarts once for it) and when programs run at once from "
+                    "(train and compare restart once for it) and when programs run at once from "
                     "host threads (--async-workers, --actor-learner, @threads); 'default' is "
                     "XLA's; N is N. An NPROC in the environment is kept under auto "
                     "(jaxrl_par/platform/cpu_threads.py)")
@@ -582,7 +582,9 @@ def cmd_train(args) -> int:
     cfg, sharded = _runtime_config(args, cfg)
     cfg, seeds, hparams = _lanes(args, cfg)
     if auto_pool and jax.default_backend() == "cpu":
-        _pool_for_size(args, cfg, lanes=len(seeds))
+        from jaxrl_par import envs
+
+        _pool_for_size(args, envs.observation_numbers(cfg.env, cfg.num_envs * len(seeds)))
     algo = module.make(cfg)
     mesh_kw = _runtime_keywords(args, sharded)
     if not args.no_compile_cache:
@@ -620,15 +622,13 @@ def cmd_train(args) -> int:
     return _exit_code(args, result)
 
 
-def _pool_for_size(args, cfg, lanes: int) -> None:
-    """``--cpu-threads auto`` started this run on one thread, before jax could say how
-    large its observations are. A run with large ones (``cpu_threads.auto_threads``, over
-    its ``lanes`` seeds and swept points together, which one program steps at once)
-    restarts on XLA's pool when this process is the command itself; otherwise a line
-    says how to get that pool."""
-    from jaxrl_par import envs
-
-    if cpu_threads.auto_threads(envs.observation_numbers(cfg.env, cfg.num_envs * lanes)) == 1:
+def _pool_for_size(args, observation_numbers: int) -> None:
+    """``--cpu-threads auto`` started this command on one thread, before jax could say
+    how large its observations are. A run with large ones (``observation_numbers``: the
+    envs' observations at a step over the lanes one program steps, seeds and swept
+    points; ``cpu_threads.auto_threads``) restarts on XLA's pool when this process is the
+    command itself; otherwise a line says how to get that pool."""
+    if cpu_threads.auto_threads(observation_numbers) == 1:
         return
     if args.program_argv is not None and cpu_threads.can_restart():
         if not args.no_progress:
@@ -863,6 +863,8 @@ def cmd_compare(args) -> int:
     if host_defaults:
         needed = 2  # the default host entries include impala@actor-learner
     concurrent = host_defaults or any(e.runtime in ("threads", "actor-learner") for e in entries)
+    auto_pool = (cpu_threads.parse(args.cpu_threads) == -1 and cpu_threads.chosen() is None
+                 and not concurrent and needed == 1)
     cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
         cpu_threads.devices(needed, warn=False)  # before jax touches a device (gymnax does)
@@ -879,6 +881,10 @@ def cmd_compare(args) -> int:
     overrides = ([f"total_timesteps={args.total_timesteps}"]
                  if args.total_timesteps is not None else []) + args.overrides
     seeds = list(range(args.seed, args.seed + args.seeds))
+    import jax
+
+    if auto_pool and jax.default_backend() == "cpu":
+        _pool_for_size(args, _largest_observations(args.env, entries, overrides, len(seeds)))
     summary = {"env": args.env, "seeds": seeds, "target": args.target,
                "eval_envs": args.eval_envs, "eval_every": args.eval_every, "rows": []}
     done = _finished_rows(args, summary) if args.resume else []
@@ -910,6 +916,22 @@ def cmd_compare(args) -> int:
               "run", file=sys.stderr)
         return 128 + (rows[-1].stop_signal or signal.SIGINT)
     return 0
+
+
+def _largest_observations(env_id: str, entries, overrides: list[str], seeds: int) -> int:
+    """The most observation numbers any entry of a comparison steps at once
+    (``envs.observation_numbers`` over its envs and the seeds); 0 when an entry's config
+    is in error, which ``compare`` then reports in its own words."""
+    from jaxrl_par import envs
+    from jaxrl_par.runner import compare
+
+    try:
+        per_algo = compare.split_overrides(overrides, entries)
+        configs = [compare.entry_config(e, env_id, None, per_algo[e.algo]) for e in entries]
+    except ValueError:
+        return 0
+    return max((envs.observation_numbers(env_id, c.num_envs * seeds) for c in configs),
+               default=0)
 
 
 def _finished_rows(args, summary: dict) -> list[dict]:

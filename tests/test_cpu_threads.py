@@ -131,23 +131,29 @@ def test_cli_auto_restarts_a_large_run_on_xlas_pool():
 
 def test_cli_auto_restarts_only_large_runs_of_the_command_itself(capsys, monkeypatch):
     """A small run goes on without a word; a large one whose main() was called from
-    Python (which cannot restart) goes on too, saying how to get XLA's pool; the seeds
-    one program steps count: 1,024 lanes of CartPole's 4 numbers restart the command."""
-    from jaxrl_par import cli
+    Python (which cannot restart) goes on too, saying how to get XLA's pool; as the
+    command it restarts. A comparison counts its largest entry, with the seeds."""
+    from jaxrl_par import cli, envs
+    from jaxrl_par.runner import compare
 
     restarts = []
     monkeypatch.setattr(cpu_threads, "restart_with_default_pool", restarts.append)
     for env, expected in [("CartPole-v1", ""), ("Breakout-MinAtar", "--cpu-threads default")]:
         args = cli._parser().parse_args(["train", "ppo", "--env", env])
         args.program_argv = None  # as main(argv) sets it
-        cli._pool_for_size(args, cli._config(args), lanes=1)
+        cfg = cli._config(args)
+        cli._pool_for_size(args, envs.observation_numbers(cfg.env, cfg.num_envs))
         err = capsys.readouterr().err
         assert (expected in err) if expected else err == "", err
     assert restarts == []
-    args = cli._parser().parse_args(["train", "ppo", "--env", "CartPole-v1"])
-    args.program_argv = ["train", "ppo", "--env", "CartPole-v1"]  # as the command
-    cli._pool_for_size(args, cli._config(args), lanes=cpu_threads.POOL_FROM_NUMBERS // 4)
+    args.program_argv = ["train", "ppo", "--env", "Breakout-MinAtar"]  # as the command
+    cli._pool_for_size(args, envs.observation_numbers(cfg.env, cfg.num_envs))
     assert restarts == [args.program_argv]
+    entries = [compare.Entry.parse(e) for e in ("ppo", "dqn")]
+    # ppo's 4 envs and dqn's 10 of CartPole's 4 numbers, over 3 seeds; ppo at 512 envs
+    assert cli._largest_observations("CartPole-v1", entries, [], 3) == 10 * 4 * 3
+    assert cli._largest_observations("CartPole-v1", entries, ["ppo.num_envs=512"], 3) == 6144
+    assert cli._largest_observations("CartPole-v1", entries, ["no_such_field=1"], 3) == 0
 
 
 def test_devices_sets_the_count_before_jax_starts_and_keeps_a_users():
