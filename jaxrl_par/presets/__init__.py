@@ -100,9 +100,9 @@ def table(algo: str) -> dict[str, Preset]:
 
 
 #: Prefixes of host env ids whose preset is the JAX env's of the same id: ``envs.host``'s
-#: and ``envs.envpool_envs``' ``PREFIX``, spelled here because importing ``jaxrl_par.envs``
-#: starts jax (gymnax computes at import), which the CLI must not do before it has
-#: chosen XLA:CPU's pool; tests/test_presets.py holds the two equal.
+#: and ``envs.envpool_envs``' ``PREFIX``, spelled here so that this module imports without
+#: ``jaxrl_par.envs``, whose import starts jax (gymnax computes at import);
+#: tests/test_presets.py holds the two equal.
 HOST_PREFIXES = ("gymnasium:", "envpool:")
 
 
