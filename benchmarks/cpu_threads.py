@@ -70,6 +70,8 @@ SIZE_RUNS = [
     ("ppo", "Breakout-MinAtar", 200_000, ["--set", "num_envs=16"]),       # 6,400
     ("ppo", "Breakout-MinAtar", 300_000, []),                             # 64 x 400 = 25,600
     ("dqn", "Breakout-MinAtar", 30_000, ["--set", "num_envs=64"]),        # 25,600
+    ("impala", "Breakout-MinAtar", 300_000, ["--set", "num_envs=64"]),    # 25,600
+    ("a2c", "Breakout-MinAtar", 300_000, ["--set", "num_envs=64"]),       # 25,600
 ]
 SIZE_SETTINGS = {"one thread": ["--cpu-threads", "1"], "XLA's pool": ["--cpu-threads", "default"]}
 
