@@ -175,8 +175,10 @@ def apply(setting: str, concurrent: bool) -> int | None:
 
 
 def restart_with_default_pool(argv: list[str]) -> None:
-    """Replaces this process with ``python -m jaxrl_par ARGV`` on XLA's default pool
-    (``NPROC`` set to this process's cores, which ``auto`` then keeps); does not return.
+    """Replaces this process with the same command, ``ARGV`` its arguments, on XLA's
+    default pool (``NPROC`` set to this process's cores, which ``auto`` then keeps); does
+    not return. The command is run as it was started: ``python -m jaxrl_par ARGV`` or,
+    from the ``jaxrl-par`` script, that script.
 
     For the CLI, whose ``auto`` starts every run on one thread, before it can see the
     run's size (jax starts when the env is made): a run that :func:`auto_threads` gives
@@ -187,9 +189,14 @@ def restart_with_default_pool(argv: list[str]) -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     os.environ.pop("PORTABLE_NPROC", None)
     os.environ["NPROC"] = str(cores or 1)
+    script = sys.argv[0]
+    if os.path.basename(script) == "__main__.py" or not os.path.isfile(script):
+        command = [sys.executable, "-m", "jaxrl_par", *argv]
+    else:  # the installed jaxrl-par script
+        command = [sys.executable, script, *argv]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "jaxrl_par", *argv])
+    os.execv(sys.executable, command)
 
 
 def can_restart() -> bool:
