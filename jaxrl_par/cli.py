@@ -559,10 +559,12 @@ def cmd_train(args) -> int:
 
     # first: XLA reads its CPU pool's size and device count when jax starts, and
     # importing the runner starts it (gymnax computes at import)
-    auto_pool = (cpu_threads.parse(args.cpu_threads) == -1 and cpu_threads.chosen() is None
-                 and not (args.actor_learner or args.async_workers or args.overlap_learning)
-                 and (args.devices or 1) == 1 and not _multi_host(args))
-    pool = cpu_threads.apply(args.cpu_threads, concurrent=args.actor_learner or args.async_workers)
+    concurrent = bool(args.actor_learner or args.async_workers)
+    # a run on one device, one host, whose size may still give it XLA's pool
+    auto_pool = (cpu_threads.auto_gives_one(args.cpu_threads, concurrent)
+                 and not args.overlap_learning and (args.devices or 1) == 1
+                 and not _multi_host(args))
+    pool = cpu_threads.apply(args.cpu_threads, concurrent)
     if args.platform_tuning is not None:
         os.environ[platform.SETTING] = args.platform_tuning
     if args.actor_learner or args.overlap_learning:
@@ -863,8 +865,7 @@ def cmd_compare(args) -> int:
     if host_defaults:
         needed = 2  # the default host entries include impala@actor-learner
     concurrent = host_defaults or any(e.runtime in ("threads", "actor-learner") for e in entries)
-    auto_pool = (cpu_threads.parse(args.cpu_threads) == -1 and cpu_threads.chosen() is None
-                 and not concurrent and needed == 1)
+    auto_pool = cpu_threads.auto_gives_one(args.cpu_threads, concurrent) and needed == 1
     cpu_threads.apply(args.cpu_threads, concurrent)  # before jax touches a device, too
     if needed > 1:
         cpu_threads.devices(needed, warn=False)  # before jax touches a device (gymnax does)

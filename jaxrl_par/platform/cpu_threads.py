@@ -158,6 +158,13 @@ def auto_threads(observation_numbers: int) -> int | None:
     return None if observation_numbers >= POOL_FROM_NUMBERS else 1
 
 
+def auto_gives_one(setting: str, concurrent: bool) -> bool:
+    """Whether :func:`apply` with ``setting`` starts the run on one thread because of
+    ``auto`` (neither the run's concurrency nor the environment decided): the runs whose
+    size may still give them XLA's pool (:func:`auto_threads`)."""
+    return parse(setting) == -1 and not concurrent and chosen() is None
+
+
 def apply(setting: str, concurrent: bool) -> int | None:
     """Sets the pool for a CLI run from ``--cpu-threads``' ``setting``; ``concurrent``: the
     run executes programs from several host threads at once. Returns the size asked for
@@ -165,7 +172,7 @@ def apply(setting: str, concurrent: bool) -> int | None:
     when the environment already chose; a number is set even over the environment."""
     threads = parse(setting)
     if threads == -1:
-        if concurrent or chosen() is not None:
+        if not auto_gives_one(setting, concurrent):
             return chosen()
         threads = 1
     if threads is None:
