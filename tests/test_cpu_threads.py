@@ -94,10 +94,11 @@ def test_runner_tips_once_about_a_pool_nobody_chose(monkeypatch, capsys):
     assert "cpu_threads.limit()" in err
     monkeypatch.setattr(cpu_threads, "_hinted", False)
     monkeypatch.setenv("NPROC", "2")  # the user chose: no tip
-    assert cpu_threads.hint_once(32) is None
+    assert cpu_threads.hint_once(lambda: 32) is None
     monkeypatch.delenv("NPROC")
-    assert cpu_threads.hint_once(4096) is None  # a large run: XLA's pool suits it
-    assert cpu_threads.hint_once(32) is not None and cpu_threads.hint_once(32) is None
+    assert cpu_threads.hint_once(lambda: 4096) is None  # a large run: XLA's pool suits it
+    assert cpu_threads.hint_once(lambda: 32) is not None
+    assert cpu_threads.hint_once(lambda: 32) is None
 
 
 def test_auto_gives_large_observation_batches_xlas_pool():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 
 #: The environment variables XLA's CPU client sizes its pool from, the first one set wins.
 VARIABLES = ("PORTABLE_NPROC", "NPROC")
@@ -214,17 +215,18 @@ def can_restart() -> bool:
 _hinted = False
 
 
-def hint_once(observation_numbers: int) -> str | None:
+def hint_once(observation_numbers: Callable[[], int]) -> str | None:
     """A one-line tip, the first time per process it applies: jax runs on CPU with XLA's
     default pool of several threads, which nobody chose (no ``NPROC`` or
-    ``PORTABLE_NPROC``), for a run that :func:`auto_threads` gives one thread. None
-    otherwise. The runner shows it with its progress."""
+    ``PORTABLE_NPROC``), for a run that :func:`auto_threads` gives one thread
+    (``observation_numbers()``, asked only when the rest holds). None otherwise. The
+    runner shows it with its progress."""
     global _hinted
     import jax
 
     cores = os.cpu_count() or 1
     if (_hinted or chosen() is not None or cores < 2 or jax.default_backend() != "cpu"
-            or auto_threads(observation_numbers) != 1):
+            or auto_threads(observation_numbers()) != 1):
         return None
     _hinted = True
     return (f"jaxrl_par: tip: XLA:CPU runs this on its default {cores} threads; one thread is "

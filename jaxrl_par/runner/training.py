@@ -540,7 +540,7 @@ def train(
         lanes = saved.lanes if saved else lanes
 
     if show and runtime.pipeline is None:  # one program at a time
-        tip = cpu_threads.hint_once(envs.observation_numbers(
+        tip = cpu_threads.hint_once(lambda: envs.observation_numbers(
             algo.config.env, algo.config.num_envs * len(seed_list)))
         if tip:  # on CPU, on a pool nobody chose
             print(tip, file=sys.stderr)
