@@ -276,12 +276,11 @@ def speed_one(spec: str) -> dict:
     return {"steps_per_second": int(num_envs) * HP["num_steps"] * int(updates) / seconds}
 
 
-#: ``--as-users-run``'s runs and their XLA:CPU set-ups (``common.pool_env`` arguments):
-#: ours on one device with the pool the CLI's ``--cpu-threads auto`` picks for the setting
-#: (one thread, or XLA's for large observation batches: set per setting below), ours
-#: data-parallel over one CPU device per core with one thread each (the CLI's
-#: ``--devices N``), rejax XLA's default.
-AS_USERS_RUN = {"ours": (1,), "ours-cores": (1, os.cpu_count()), "rejax": (None,)}
+#: ``--as-users-run``'s runs beside ours on one device (whose pool the CLI's
+#: ``--cpu-threads auto`` picks for each setting, in :func:`as_users_run_grid`), and
+#: their XLA:CPU set-ups (``common.pool_env`` arguments): ours data-parallel over one CPU
+#: device per core with one thread each (the CLI's ``--devices N``), rejax XLA's default.
+AS_USERS_RUN = {"ours-cores": (1, os.cpu_count()), "rejax": (None,)}
 
 
 def purejaxrl_command(spec: str) -> list[str] | None:
@@ -300,8 +299,8 @@ def purejaxrl_command(spec: str) -> list[str] | None:
 
 
 def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
-    """Each run of :data:`AS_USERS_RUN` in fresh processes, not pinned, with the XLA:CPU
-    set-up its users get; the order reversed every other round. Medians over rounds of
+    """Ours and each run of :data:`AS_USERS_RUN` in fresh processes, not pinned, with the
+    XLA:CPU set-up its users get; the order reversed every other round. Medians over rounds of
     each process's median, and each of ours over rejax's."""
     import statistics
 
@@ -309,8 +308,8 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
     for env_id, n in settings:
         updates = updates_timed(n)
         spec = f"{env_id}:{n}:{updates}:{repeats}"
-        setups = dict(AS_USERS_RUN)
-        setups["ours"] = (cpu_threads.auto_threads(envs.observation_numbers(env_id, n)),)
+        setups = {"ours": (cpu_threads.auto_threads(envs.observation_numbers(env_id, n)),),
+                  **AS_USERS_RUN}
         if purejaxrl_command(spec) is not None:
             setups["purejaxrl"] = (None,)  # XLA's default pool, as its users get it
         else:
