@@ -69,6 +69,18 @@ def test_impala_value_probes(env_id, gamma, obs, expected_value):
     np.testing.assert_allclose(value, expected_value, atol=0.1)
 
 
+def test_impala_time_limit_as_termination():
+    """bootstrap_truncation=False: ProbeTimeLimit's cut every 10 steps counts as
+    terminal. With every weight 1 the target is the discounted sum of ones to the
+    episode's end, or to the unroll's end plus 0.5^n V. Over the 80-step cycle of
+    10-step episodes in 16-step unrolls that is V = 1.71670 + 0.04585 V: 1.79919."""
+    cfg = impala.Config(env="ProbeTimeLimit-v0", gamma=0.5, bootstrap_truncation=False,
+                        **PROBE_CFG)
+    result = train(impala.make(cfg), 0, progress=False, num_chunks=1)
+    _, value = _network(cfg).apply(_seed(result.state.params), jnp.zeros((1, 1)))
+    np.testing.assert_allclose(value, [1.79919], atol=0.01)
+
+
 @pytest.mark.parametrize("env_id,obs,best", [
     ("ProbeAction-v0", [[0.0]], [1]),
     ("ProbeObsAction-v0", [[-1.0], [1.0]], [0, 1]),

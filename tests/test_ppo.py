@@ -106,6 +106,18 @@ def test_ppo_value_probes(env_id, gamma, obs, expected_value):
     np.testing.assert_allclose(value, expected_value, atol=0.1)
 
 
+def test_ppo_time_limit_as_termination():
+    """bootstrap_truncation=False: ProbeTimeLimit's cut (every 10th step) counts as
+    terminal. With lambda 0 the target is 1 + 0.5 V on 9 steps in 10 and 1 on the
+    last, so V = 1 + 0.45 V: 20/11, not the bootstrapped 2."""
+    cfg = ppo.Config(env="ProbeTimeLimit-v0", gamma=0.5, gae_lambda=0.0,
+                     bootstrap_truncation=False, **PROBE_CFG)
+    algo = ppo.make(cfg)
+    result = train(algo, 0, progress=False, num_chunks=1)
+    _, value = _values(algo, result.state, [[0.0]])
+    np.testing.assert_allclose(value, [20 / 11], atol=0.01)
+
+
 @pytest.mark.parametrize("env_id,obs,best", [
     ("ProbeAction-v0", [[0.0]], [1]),
     ("ProbeObsAction-v0", [[-1.0], [1.0]], [0, 1]),

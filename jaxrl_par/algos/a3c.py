@@ -77,7 +77,13 @@ from jaxrl_par.algos.fields import (
     field,
 )
 from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
-from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
+from jaxrl_par.blocks.rollouts import (
+    env_action,
+    host_policy,
+    host_policy_rollout,
+    policy_rollout,
+    zero_bootstrap,
+)
 from jaxrl_par.envs import host
 from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
@@ -226,8 +232,9 @@ def worker(b: Blocks, w: Worker, copy: Copy, hparams) -> tuple[Worker, Push, dic
     env_state, (obs, action, log_prob, ts) = policy_rollout(
         b.local_env(), lambda o: b.network.apply(copy.params, o, method=ActorCritic.actor),
         w.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
-    traj = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
-                      ts.final_obs, copy.version)
+    traj = Trajectory(obs, action, log_prob, ts.reward,
+                      zero_bootstrap(ts.terminated, ts.truncated, cfg.bootstrap_truncation),
+                      ts.truncated, ts.final_obs, copy.version)
     w, push, info = learn(b, w.replace(env_state=env_state, key=key), copy, traj, hparams)
     return w, push, {**info, **envs.episode_metrics(ts, cfg.axis_name)}
 
@@ -303,7 +310,7 @@ def host_step(b: Blocks, act_lanes: Callable, learn_lanes: Callable, lanes: list
     compiled gradient call ``learn_lanes`` (:func:`learn`, vmapped), as the compiled
     :func:`worker` does with JAX envs. The trajectory is ``[S, T, N, ...]``."""
     key, records, episodes = host_policy_rollout(lanes, act_lanes, copy.params, w.key,
-                                                 b.cfg.num_steps)
+                                                 b.cfg.num_steps, b.cfg.bootstrap_truncation)
     traj = Trajectory(**records, version=copy.version)  # [S, T, N, ...]
     w, push, info = learn_lanes(w.replace(key=key), copy, traj, hparams)
     return w, push, {**info, **episodes}

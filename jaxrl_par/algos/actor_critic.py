@@ -52,8 +52,8 @@ class Trajectory:
     action: jax.Array
     log_prob: jax.Array  # log mu(a_t | x_t), the behaviour policy's
     reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
+    terminated: jax.Array  # no bootstrap here (rollouts.zero_bootstrap: time limits too
+    truncated: jax.Array   # when the config does not bootstrap them)
     final_obs: jax.Array  # the observation each step reached (before a reset)
     version: jax.Array  # [] int32: learner steps of the parameters that acted them
 

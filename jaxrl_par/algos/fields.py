@@ -248,12 +248,17 @@ class ActorCriticNetwork(Network):
 
 @dataclasses.dataclass(frozen=True)
 class ActorCriticLoss:
-    """The weights of the value and entropy terms, and reward normalisation."""
+    """The weights of the value and entropy terms, reward normalisation, and what a time
+    limit means to the value targets."""
     vf_coef: float = field(0.5, "weight of the value loss", range="non_negative")
     ent_coef: float = field(0.01, "weight of the entropy bonus", range="non_negative")
     normalize_rewards: bool | str = field(
         "auto", "divide rewards by the running std of each env's discounted return "
         "(gym's NormalizeReward): true, false, or auto (on for continuous actions)")
+    bootstrap_truncation: bool = field(
+        True, "bootstrap the value where a time limit cut the episode (Pardo et al. 2018); "
+        "false treats time limits as terminations, as gymnax-blines, PureJaxRL and "
+        "CleanRL's PPO do")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,7 +78,13 @@ from jaxrl_par.algos.fields import (
     field,
 )
 from jaxrl_par.blocks.normalization import RunningStats, init_reward_scaling, scale_rewards
-from jaxrl_par.blocks.rollouts import env_action, host_policy, host_policy_rollout, policy_rollout
+from jaxrl_par.blocks.rollouts import (
+    env_action,
+    host_policy,
+    host_policy_rollout,
+    policy_rollout,
+    zero_bootstrap,
+)
 from jaxrl_par.envs import host
 from jaxrl_par.losses.returns import GAE_METHODS
 from jaxrl_par.networks import ActorCritic, make_policy
@@ -211,8 +217,9 @@ def act_part(b: Blocks, actor: ActorHalf, copy) -> tuple[ActorHalf, Trajectory, 
     env_state, (obs, action, log_prob, ts) = policy_rollout(
         b.local_env(), lambda o: b.network.apply(params, o, method=ActorCritic.actor),
         actor.env_state, k_roll, cfg.num_envs, cfg.num_steps, cfg.axis_name)
-    acted = Trajectory(obs, action, log_prob, ts.reward, ts.terminated, ts.truncated,
-                       ts.final_obs, version)
+    acted = Trajectory(obs, action, log_prob, ts.reward,
+                       zero_bootstrap(ts.terminated, ts.truncated, cfg.bootstrap_truncation),
+                       ts.truncated, ts.final_obs, version)
     return ActorHalf(env_state, key), acted, envs.episode_metrics(ts, cfg.axis_name)
 
 
@@ -388,7 +395,7 @@ def _host_actor(cfg: Config, spec, network) -> HostActing:
     def host_actor(lanes: list, actor: ActorHalf, copy):
         params, version = copy
         key, records, episodes = host_policy_rollout(lanes, act_lanes, params, actor.key,
-                                                     cfg.num_steps)
+                                                     cfg.num_steps, cfg.bootstrap_truncation)
         return actor.replace(key=key), Trajectory(**records, version=version), episodes
 
     return HostActing(make_envs=functools.partial(host.lane_envs, cfg.env, cfg.num_envs),

@@ -52,7 +52,7 @@ from jaxrl_par.blocks.normalization import (
     scale_rewards,
     update_stats,
 )
-from jaxrl_par.blocks.rollouts import env_action, policy_rollout
+from jaxrl_par.blocks.rollouts import env_action, policy_rollout, zero_bootstrap
 from jaxrl_par.envs import host
 from jaxrl_par.losses.policy_gradient import (
     actor_critic_loss,
@@ -334,8 +334,9 @@ def learn(b: Blocks, state: State, traj: host_steps.Rollout, k_learn: jax.Array
     gae = jax.vmap(functools.partial(gae_advantages, method=cfg.gae_method),
                    in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
     reward, reward_stats, discounted_return = scaled_rewards(b, state, ts, hp.gamma)
-    advantage, target = gae(reward, value, bootstrap,
-                            ts.terminated, ts.done, hp.gamma, hp.gae_lambda)
+    terminal = zero_bootstrap(ts.terminated, ts.truncated, cfg.bootstrap_truncation)
+    advantage, target = gae(reward, value, bootstrap, terminal, ts.done, hp.gamma,
+                            hp.gae_lambda)
     batch = Batch(obs, action, extras.log_prob, value, advantage, target)
     zeros = jnp.zeros((len(LOSS_METRICS),), jnp.float32)
     (params, opt_state, sums), _ = jax.lax.scan(

@@ -16,6 +16,23 @@ from jaxrl_par.networks import ActorCritic, action_noise
 ROLLOUT_UNROLL = 1  # env steps per rollout-loop iteration (unrolling costs compile time)
 
 
+def zero_bootstrap(terminated: jax.Array, truncated: jax.Array,
+                   bootstrap_truncation: bool = True) -> jax.Array:
+    """Bool, the shape of ``terminated``: the steps whose value target takes no bootstrap,
+    the ``terminated`` argument of :func:`~jaxrl_par.losses.returns.gae_advantages` and
+    ``vtrace_targets``, from a rollout's ``terminated`` and ``truncated`` flags.
+
+    Terminations always; with ``bootstrap_truncation=False`` also the steps a time limit
+    cut, which then count as terminal, as in gymnax-blines', PureJaxRL's and CleanRL's
+    PPO. Bootstrapping them is the correct target (Pardo et al. 2018, arXiv:1712.00378);
+    the biased one can still explore better on a sparse-reward task (the MountainCar-v0
+    preset uses it).
+    """
+    if bootstrap_truncation:
+        return terminated
+    return terminated | truncated
+
+
 def env_action(env: envs.VecEnv, action: jax.Array) -> jax.Array:
     """What the env is stepped with: continuous actions clipped to the action space; the
     policy's own action is what is learned from (and discrete actions pass as they are)."""
@@ -89,7 +106,8 @@ def host_policy(network, spec) -> Callable:
     return act
 
 
-def host_policy_rollout(lanes: list, act_lanes: Callable, params, key, num_steps: int):
+def host_policy_rollout(lanes: list, act_lanes: Callable, params, key, num_steps: int,
+                        bootstrap_truncation: bool = True):
     """``num_steps`` steps of every host env of every seed lane (``lanes``: ``[S]``
     :class:`~jaxrl_par.envs.host.HostVecEnv`), each action from one call of
     ``act_lanes`` (:func:`host_policy`, vmapped over lanes) for all lanes.
@@ -97,7 +115,9 @@ def host_policy_rollout(lanes: list, act_lanes: Callable, params, key, num_steps
     Returns ``(key, records, episode_metrics)``: ``records`` holds ``obs``, ``action``,
     ``log_prob``, ``reward``, ``terminated``, ``truncated`` and ``final_obs`` as arrays
     ``[S, T, N, ...]`` (the fields of an unroll), and the metrics those of
-    :func:`jaxrl_par.envs.episode_metrics`, ``[S]`` each.
+    :func:`jaxrl_par.envs.episode_metrics`, ``[S]`` each. ``terminated`` is
+    :func:`zero_bootstrap`'s: with ``bootstrap_truncation=False`` it holds the time
+    limits too.
     """
     rows = {name: [] for name in ("obs", "action", "log_prob", "reward", "terminated",
                                   "truncated", "final_obs")}
@@ -114,4 +134,6 @@ def host_policy_rollout(lanes: list, act_lanes: Callable, params, key, num_steps
         for name in ("reward", "terminated", "truncated", "final_obs"):
             rows[name].append(np.stack([st[name] for st in steps]))
     records = {k: jnp.stack([jnp.asarray(x) for x in v], axis=1) for k, v in rows.items()}
+    records["terminated"] = zero_bootstrap(records["terminated"], records["truncated"],
+                                           bootstrap_truncation)
     return key, records, episodes.metrics()
