@@ -26,6 +26,8 @@ size").
 same bytes copied into a ring as large by numpy (glibc's memcpy) and by XLA's
 `dynamic_update_slice`, with no replay logic. flashbax's time over a floor is the largest
 speedup over flashbax that an add costing one such copy could show on the host it runs on.
+It adds the same to each uniform sample: drawing the slots and gathering the rows' bytes
+from a full ring as large, with no replay logic (`gather_floor`).
 
 Writes benchmarks/results/replay.json, or replay_in_scan.json with --in-scan (or --out).
 """
@@ -343,6 +345,24 @@ class CopyFloor:
         return statistics.median(times) / self.length
 
 
+def gather_floor(n, row_bytes, capacity, keys) -> ScanOp:
+    """What drawing `n` rows costs without any replay logic: per iteration, `n` uniform
+    slots from the iteration's key and a gather of those rows from a full `[capacity,
+    row_bytes / 4]` uint32 ring (the transition's bytes, as words), the draw kept live in
+    the carry as the samplers keep theirs. It bounds from below what any uniform sample
+    of these bytes can cost here."""
+    words = -(-row_bytes // 4)
+    ring = jnp.asarray(np.random.default_rng(5).integers(0, 2**31, (capacity, words)),
+                       jnp.uint32)
+
+    def step(carry, key, ring):
+        _last, acc = carry
+        rows = ring[jax.random.randint(key, (n,), 0, capacity)]
+        return rows, acc + rows[0, 0].astype(jnp.float32)
+
+    return ScanOp(step, (jnp.zeros((n, words), jnp.uint32), jnp.float32(0)), keys, (ring,))
+
+
 def _zeros_like_output(fn, *args):
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
 
@@ -469,7 +489,8 @@ def bench_scan_case(kind, capacity, args, fbx):
             ops.append((f"{name} sample {n}", [
                 ("ours", ScanOp(o_step, o_init, keys, (o_state,))),
                 ("flashbax", ScanOp(f_step, f_init, keys, (f_state,))),
-            ]))
+            ] + [("xla floor", gather_floor(n, tree_bytes(example), capacity, keys))]
+                * (args.copy_floor and name == "uniform")))
 
     for n in args.update_sizes:
         fb_p, _ = fbx_buffers(fbx, capacity, n, chunk)

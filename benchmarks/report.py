@@ -286,15 +286,22 @@ def replay_copy(data: dict) -> Figures | None:
 
 
 def replay_flashbax(data: dict) -> Figures | None:
-    """Every other replay row against flashbax, in a training scan: the least speedup."""
+    """Every other replay row against flashbax, in a training scan: the least speedup,
+    and where the run has it, how far flashbax's uniform sample is from a bare gather of
+    the same rows (``--copy-floor``)."""
     rows = [r for r in data["rows"] if not (r["transition"] == "minatar"
                                             and r["op"] == "uniform add 256")]
     if not rows:
         return None
     low = min(rows, key=lambda r: r["speedup"])
+    floor = next((r for r in rows if r["op"].startswith("uniform sample")
+                  and "xla_floor_us" in r), None)
     return Figures(low["ours_us"], low["flashbax_us"], "us", low["speedup"],
                    note=f"least of {len(rows)} rows: {low['transition']} {low['op']}, "
-                        f"2^{low['capacity'].bit_length() - 1}")
+                        f"2^{low['capacity'].bit_length() - 1}"
+                        + (f"; {floor['op']}: flashbax {floor['flashbax_over_xla_floor']:.1f}x "
+                           f"a bare gather of its rows, ours {floor['speedup']:.1f}x flashbax"
+                           if floor else ""))
 
 
 def paradigms(data: dict) -> Figures | None:

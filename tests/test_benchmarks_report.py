@@ -113,6 +113,11 @@ def test_replay_readers():
     assert (copy.ours, copy.theirs, copy.ratio) == (40.0, 20.0, 0.5)  # 20 / 40
     low = report.replay_flashbax({"rows": rows})  # the uniform add 256 is left out
     assert low.ratio == pytest.approx(300 / 90) and "uniform sample 256" in low.note
+    assert "bare gather" not in low.note  # no floor in this run
+    rows[2].update(xla_floor_us=60.0, flashbax_over_xla_floor=5.0)
+    low = report.replay_flashbax({"rows": rows})
+    assert low.note.endswith("uniform sample 256: flashbax 5.0x a bare gather of its rows, "
+                             "ours 3.3x flashbax")
 
 
 def test_merge_keeps_the_rows_not_rerun():
