@@ -37,6 +37,7 @@ ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0",
 # (algo, env, fraction of the preset's budget): the cells that fit ~15 minutes on two
 # idle CPU cores, at budgets where each preset already learns most of the way.
 QUICK = (("ppo", "CartPole-v1", 1.0), ("ppo", "Acrobot-v1", 0.5),
+         ("ppo", "Pendulum-v1", 1.0), ("ppo", "MountainCar-v0", 1.0),
          ("dqn", "CartPole-v1", 1.0), ("apex", "CartPole-v1", 1.0),
          ("sac", "Pendulum-v1", 1.0), ("a2c", "CartPole-v1", 0.5))
 
