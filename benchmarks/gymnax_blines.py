@@ -16,8 +16,8 @@ with jax 0.10)::
         git -C gymnax-blines checkout 3f029d6
     python benchmarks/gymnax_blines.py --dir gymnax-blines --python /tmp/gb/bin/python
 
-Its ``utils/models.py`` imports ``evosax.NetworkMapper``, which evosax 0.2 and later no
-longer have and which only its ES agents use; the runs get a stand-in module of that
+Its ``utils/models.py`` imports ``evosax.NetworkMapper``, which evosax 0.3.2 no longer
+has and which only its ES agents use; the runs get a stand-in module of that
 name on ``PYTHONPATH`` instead of evosax. Each run writes its pickle into a temporary
 folder, not into the checkout.
 
