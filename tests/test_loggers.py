@@ -112,3 +112,24 @@ def test_wandb_offline_logs_the_scalars(tmp_path, monkeypatch):
     np.testing.assert_allclose([row["loss/seed_1"] for row in logged], loss[1], rtol=1e-6)
     np.testing.assert_allclose([row["loss/mean"] for row in logged], loss.mean(axis=0),
                                rtol=1e-6)
+
+
+def test_progress_bar_keeps_the_last_return_when_no_episode_ends(recwarn):
+    """The bar shows the mean return of the chunk's last quarter; a chunk whose last
+    quarter finished no episode (long episodes, short chunks) keeps the figure before,
+    with no NaN shown and no warning."""
+    from jaxrl_par.runner.listeners import ProgressBar
+
+    bar = ProgressBar(num_updates=16, env_steps_per_update=10)
+
+    def chunk(start, returns):
+        rows = {"episode_return": np.array([returns], np.float64)}
+        return Chunk(start=start, end=start + len(returns), num_updates=16,
+                     env_steps_per_update=10, rows=rows, state=None)
+
+    bar.on_chunk(chunk(0, [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0]))
+    assert bar.postfix["ret"] == "75.0"  # the last quarter: 70 and 80
+    bar.on_chunk(chunk(8, [500.0] + [np.nan] * 7))  # an episode ended early, none late
+    assert bar.postfix["ret"] == "75.0"
+    bar.close()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -314,9 +314,10 @@ class ProgressBar(Listener):
     def on_chunk(self, chunk: Chunk) -> None:
         n = chunk.end - chunk.start
         self.bar.update(n * chunk.env_steps_per_update)
-        ret = chunk.rows["episode_return"]
+        # The chunk's last quarter; where no episode ended in it, the last figure stays.
+        ret = chunk.rows["episode_return"][:, -max(1, n // 4):]
         if np.any(~np.isnan(ret)):
-            self.postfix["ret"] = f"{np.nanmean(ret[:, -max(1, n // 4):]):.1f}"
+            self.postfix["ret"] = f"{np.nanmean(ret):.1f}"
         greedy = chunk.rows.get("greedy_return")
         if greedy is not None and np.any(~np.isnan(greedy[:, -1])):
             self.postfix["greedy"] = f"{np.nanmean(greedy[:, -1]):.1f}"
