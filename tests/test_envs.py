@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import struct
+from gymnax.environments import environment, spaces
 
 from jaxrl_par import envs
 
@@ -217,42 +219,71 @@ def test_steps_equal_gymnax_own_auto_resetting_step(env_id, steps):
     np.testing.assert_array_equal(np.asarray(ours.truncated), np.asarray(truncated))
 
 
+@struct.dataclass
+class _KeyState(environment.EnvState):
+    key: jax.Array
+    time: jax.Array
+
+class _KeepsKey(environment.Environment):
+    @property
+    def default_params(self):
+        return environment.EnvParams(max_steps_in_episode=3)
+
+    def reset_env(self, key, params):
+        state = _KeyState(key=key, time=jnp.int32(0))
+        return jax.random.uniform(key, (2,)), state
+
+    def step_env(self, key, state, action, params):
+        k_next, k_obs = jax.random.split(state.key)
+        state = _KeyState(key=k_next, time=state.time + 1)
+        return jax.random.uniform(k_obs, (2,)), state, jnp.float32(1.0), jnp.bool_(False), {}
+
+    def is_terminal(self, state, params):
+        return state.time >= 3
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (2,), jnp.float32)
+
+
 def test_an_env_that_keeps_its_reset_key():
     """An env that keeps its reset key in its state steps and resets (the state's key
     dtype is the same after a reset as after a step)."""
-    from flax import struct
-    from gymnax.environments import environment, spaces
-
-    @struct.dataclass
-    class KeyState(environment.EnvState):
-        key: jax.Array
-        time: jax.Array
-
-    class KeepsKey(environment.Environment):
-        @property
-        def default_params(self):
-            return environment.EnvParams(max_steps_in_episode=3)
-
-        def reset_env(self, key, params):
-            state = KeyState(key=key, time=jnp.int32(0))
-            return jax.random.uniform(key, (2,)), state
-
-        def step_env(self, key, state, action, params):
-            k_next, k_obs = jax.random.split(state.key)
-            state = KeyState(key=k_next, time=state.time + 1)
-            return jax.random.uniform(k_obs, (2,)), state, jnp.float32(1.0), jnp.bool_(False), {}
-
-        def is_terminal(self, state, params):
-            return state.time >= 3
-
-        def action_space(self, params=None):
-            return spaces.Discrete(2)
-
-        def observation_space(self, params):
-            return spaces.Box(0.0, 1.0, (2,), jnp.float32)
-
     n = 8
-    env = envs.core.VecEnv("KeepsKey", KeepsKey(), KeepsKey().default_params, n)
+    env = envs.core.VecEnv("KeepsKey", _KeepsKey(), _KeepsKey().default_params, n)
     out = _trajectory(env, steps=8)
     assert bool(out.truncated[2].all()) and not bool(out.truncated[3].any())
     assert float(out.obs.min()) >= 0.0 and float(out.obs.max()) < 1.0
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Breakout-MinAtar", "KeepsKey"])
+def test_rollout_with_draws_ahead_equals_drawing_each_step(env_id, monkeypatch):
+    """A rollout that draws its steps' keys and resets ahead (one batched draw) gives
+    exactly what it gives when each step draws its own, and ``step`` is ``step_drawn``
+    of ``draw_steps`` (the same values, bit for bit)."""
+    from jaxrl_par.blocks import rollouts
+    from jaxrl_par.networks import Categorical
+
+    if env_id == "KeepsKey":  # a reset key in the env's state: a key leaf in the draws
+        env = envs.core.VecEnv("KeepsKey", _KeepsKey(), _KeepsKey().default_params, 4)
+    else:
+        env = envs.make(env_id, 4)
+    state = env.reset(jax.random.split(jax.random.key(1), env.num_envs))
+
+    def actor(obs):
+        first = obs.reshape(obs.shape[0], -1)[:, :1].astype(jnp.float32)
+        return Categorical(first * jnp.arange(env.num_actions))
+
+    def run(ahead):
+        monkeypatch.setattr(rollouts, "DRAW_AHEAD_BYTES", 2**30 if ahead else -1)
+        return jax.jit(lambda s, k: rollouts.policy_rollout(env, actor, s, k, 4, 24))(
+            state, jax.random.key(2))
+
+    ahead, each = run(True), run(False)
+    for a, b in zip(jax.tree.leaves(ahead), jax.tree.leaves(each), strict=True):
+        if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert int(ahead[1][3].done.sum()) > 0 or env_id == "Breakout-MinAtar"

@@ -79,17 +79,38 @@ def policy_rollout(
         lambda k, shape: action_noise(k, shape + (env.num_actions,), env.discrete),
         k_act, num_envs, axis_name, steps=num_steps)
     env_keys = axes.shard_keys(k_env, num_envs, axis_name, steps=num_steps)
+    draws = draw_ahead(env, env_keys)
 
     def step(env_state, xs):
-        step_noise, env_step_keys = xs
+        step_noise, step_draws = xs
         obs = env_state.obs if prepare is None else prepare(env_state.obs)
         dist = actor(obs)
         action = dist.sample_with_noise(step_noise)
         log_prob = dist.log_prob(action)
-        env_state, ts = env.step(env_step_keys, env_state, env_action(env, action))
+        act = env_action(env, action)
+        if draws is None:
+            env_state, ts = env.step(step_draws, env_state, act)
+        else:
+            env_state, ts = env.step_drawn(step_draws, env_state, act)
         return env_state, (obs, action, log_prob, ts)
 
-    return jax.lax.scan(step, env_state, (noise, env_keys), unroll=ROLLOUT_UNROLL)
+    xs = (noise, env_keys if draws is None else draws)
+    return jax.lax.scan(step, env_state, xs, unroll=ROLLOUT_UNROLL)
+
+
+#: The most bytes :func:`draw_ahead` holds for a rollout's resets drawn ahead; beyond it
+#: (an env with a large state, such as a physics simulator's, times many steps and envs)
+#: each step draws its own.
+DRAW_AHEAD_BYTES = 64 * 2**20
+
+
+def draw_ahead(env: envs.VecEnv, keys: jax.Array) -> envs.StepDraws | None:
+    """The randomness of a rollout's steps, ``env.draw_steps(keys)`` for keys ``[T, N]``,
+    drawn before the rollout starts (one batched draw instead of one per step), or None
+    when that would hold more than :data:`DRAW_AHEAD_BYTES`."""
+    shapes = jax.eval_shape(env.draw_steps, keys)
+    size = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    return env.draw_steps(keys) if size <= DRAW_AHEAD_BYTES else None
 
 
 def host_policy(network, spec) -> Callable:

@@ -1,6 +1,6 @@
 """Vectorised, auto-resetting JAX environments (gymnax, probes, our own)."""
 
-from jaxrl_par.envs.core import EnvState, Timestep, VecEnv, episode_metrics
+from jaxrl_par.envs.core import EnvState, StepDraws, Timestep, VecEnv, episode_metrics
 from jaxrl_par.envs.probes import PROBES
 from jaxrl_par.envs.registry import (
     check_env_id,
@@ -16,6 +16,7 @@ from jaxrl_par.envs.registry import (
 __all__ = [
     "PROBES",
     "EnvState",
+    "StepDraws",
     "Timestep",
     "VecEnv",
     "check_env_id",

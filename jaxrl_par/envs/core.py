@@ -52,6 +52,15 @@ class Timestep(NamedTuple):
         return self.terminated | self.truncated
 
 
+class StepDraws(NamedTuple):
+    """The randomness of one or more vectorised steps, drawn ahead
+    (:meth:`VecEnv.draw_steps`). Leaves have leading axes ``[..., N]``."""
+
+    step_keys: jax.Array  # [..., N] keys the env's dynamics (``step_env``) get
+    reset_obs: jax.Array  # [..., N, *obs_shape] obs_dtype: first obs of the episode a reset starts
+    reset_inner: Any  # the env's state at that reset, leaves [..., N, ...]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class VecEnv:
     """``num_envs`` copies of one environment, stepped together.
@@ -124,6 +133,29 @@ class VecEnv:
             episode_length=jnp.zeros((self.num_envs,), jnp.int32),
         )
 
+    def draw_steps(self, keys: jax.Array) -> StepDraws:
+        """What the randomness of steps with ``keys`` decides, drawn in one batched call.
+
+        A step of one copy splits its key into the key its dynamics get and the key of
+        the episode an auto-reset would start; both are a function of the key alone, so
+        a rollout draws them for all its steps before it starts: one batched hash and
+        one batched ``reset_env`` instead of one of each per step, and the same values
+        (``step(keys, ...)`` is ``step_drawn(draw_steps(keys), ...)``).
+
+        Args:
+          keys: ``[..., N]`` PRNG keys, e.g. ``[T, N]`` for ``T`` steps.
+
+        Returns:
+          :class:`StepDraws` with leaves ``[..., N, ...]``.
+        """
+        chex.assert_shape(keys, keys.shape[:-1] + (self.num_envs,))
+        flat = keys.reshape(-1)
+        halves = jax.vmap(jax.random.split)(flat)  # [M, 2]: (step, reset) per key
+        obs, inner = jax.vmap(self.env.reset_env, in_axes=(0, None))(halves[:, 1], self.params)
+        draws = StepDraws(step_keys=halves[:, 0], reset_obs=obs.astype(self.observation_dtype),
+                          reset_inner=inner)
+        return jax.tree.map(lambda x: x.reshape(keys.shape + x.shape[1:]), draws)
+
     def step(self, keys: jax.Array, state: EnvState, action: jax.Array
              ) -> tuple[EnvState, Timestep]:
         """Steps all copies by one action each, resetting those whose episode ended.
@@ -136,9 +168,15 @@ class VecEnv:
         Returns:
           ``(next_state, timestep)``.
         """
+        return self.step_drawn(self.draw_steps(keys), state, action)
+
+    def step_drawn(self, draws: StepDraws, state: EnvState, action: jax.Array
+                   ) -> tuple[EnvState, Timestep]:
+        """:meth:`step` with its randomness drawn ahead by :meth:`draw_steps` (leaves
+        ``[N, ...]``: one step's slice)."""
         chex.assert_shape(action, (self.num_envs,) + self.action_shape)
         obs, inner, final_obs, reward, terminated, truncated = jax.vmap(self._step_one)(
-            keys, state.inner, action)
+            draws, state.inner, action)
         done = terminated | truncated
         ep_return = state.episode_return + reward
         ep_length = state.episode_length + 1
@@ -159,21 +197,19 @@ class VecEnv:
         )
         return next_state, timestep
 
-    def _step_one(self, key, inner, action):
+    def _step_one(self, draws: StepDraws, inner, action):
         """One copy: step, then reset where the episode ended (gymnax 1.x semantics)."""
-        key_step, key_reset = jax.random.split(key)
         final_obs, inner_st, reward, terminated, _ = self.env.step_env(
-            key_step, inner, action, self.params
+            draws.step_keys, inner, action, self.params
         )
         terminated = jnp.asarray(terminated, jnp.bool_)
         # Termination wins: a terminal state reached at the time limit has value zero.
         truncated = jnp.asarray(self.env.is_truncated(inner_st, self.params), jnp.bool_)
         truncated = truncated & ~terminated
         done = terminated | truncated
-        obs_re, inner_re = self.env.reset_env(key_reset, self.params)
-        inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), inner_re, inner_st)
+        inner = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), draws.reset_inner, inner_st)
         final_obs = final_obs.astype(self.observation_dtype)
-        obs = jax.lax.select(done, obs_re.astype(self.observation_dtype), final_obs)
+        obs = jax.lax.select(done, draws.reset_obs, final_obs)
         return obs, inner, final_obs, jnp.asarray(reward, jnp.float32), terminated, truncated
 
 
