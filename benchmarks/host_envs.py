@@ -233,6 +233,9 @@ def main() -> int:
                    help="only envs in subprocesses: jaxrl_par's grouped and async, SB3's "
                         "SubprocVecEnv")
     p.add_argument("--no-td3", action="store_true")
+    p.add_argument("--no-async", action="store_true",
+                   help="skip jaxrl_par's async cases (gymnasium's AsyncVectorEnv, a "
+                        "subprocess per env), which the report only cites in a note")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="SB3's torch intra-op threads (0: torch's default); on a loaded host "
                         "torch's default threads can slow it many times over")
@@ -282,6 +285,8 @@ def main() -> int:
                                                              args.td3_steps)]
     if args.subprocesses_only:
         cases = [(c, n) for c, n in cases if c.endswith((":grouped", ":async", ":subproc"))]
+    if args.no_async:
+        cases = [(c, n) for c, n in cases if not c.endswith(":async")]
     if args.solve:
         cases.append(("jaxrl_par:ppo-defaults:4:grouped", 500_000))
     rows = []

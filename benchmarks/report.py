@@ -375,7 +375,7 @@ JOBS: tuple[Job, ...] = (
          "--out", "{dir}/td3.json"), "td3.json", needs=("rejax",)),
     Job("host-envs", ("benchmarks/host_envs.py", "--num-envs", "32", "--ppo-steps", "8192",
                       "--sac-steps", "6000", "--td3-steps", "6000", "--subprocesses-only",
-                      "--json", "{dir}/host_envs.json"),
+                      "--no-async", "--json", "{dir}/host_envs.json"),
         ("benchmarks/host_envs.py", "--json", "{dir}/host_envs.json"), "host_envs.json",
         needs=("stable_baselines3",)),
 )
