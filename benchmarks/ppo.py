@@ -298,10 +298,11 @@ def purejaxrl_command(spec: str) -> list[str] | None:
             "--repeats", repeats]
 
 
-def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
+def as_users_run_grid(settings, rounds: int, repeats: int, cores: bool = True) -> list[dict]:
     """Ours and each run of :data:`AS_USERS_RUN` in fresh processes, not pinned, with the
     XLA:CPU set-up its users get; the order reversed every other round. Medians over rounds of
-    each process's median, and each of ours over rejax's."""
+    each process's median, and each of ours over rejax's. ``cores=False`` leaves out
+    ``ours-cores`` (one device per core)."""
     import statistics
 
     rows = []
@@ -309,7 +310,7 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
         updates = updates_timed(n)
         spec = f"{env_id}:{n}:{updates}:{repeats}"
         setups = {"ours": (cpu_threads.auto_threads(envs.observation_numbers(env_id, n)),),
-                  **AS_USERS_RUN}
+                  **{k: v for k, v in AS_USERS_RUN.items() if cores or k != "ours-cores"}}
         if purejaxrl_command(spec) is not None:
             setups["purejaxrl"] = (None,)  # XLA's default pool, as its users get it
         else:
@@ -327,7 +328,7 @@ def as_users_run_grid(settings, rounds: int, repeats: int) -> list[dict]:
         ratios = {who: med[who] / med["rejax"] for who in med if who != "rejax"}
         if "purejaxrl" in med:
             ratios.update({f"{who}/purejaxrl": med[who] / med["purejaxrl"]
-                           for who in ("ours", "ours-cores")})
+                           for who in ("ours", "ours-cores") if who in med})
         rows.append({"env": env_id, "num_envs": n, "updates_timed": updates,
                      "steps_per_second": sps, "median": med, "ratio_over_rejax": ratios})
         print(f"{env_id:18s} {n:5d} " + " ".join(f"{k} {v:,.0f}" for k, v in med.items())
@@ -468,6 +469,8 @@ def main() -> None:
                         "device, and one thread on each of one device per core; rejax "
                         "XLA's default pool), not pinned: "
                         "--compile-rounds rounds of --repeats calls")
+    p.add_argument("--no-cores", action="store_true",
+                   help="with --as-users-run: leave out ours on one CPU device per core")
     p.add_argument("--speed-one", default=None, help=argparse.SUPPRESS)  # a child process
     p.add_argument("--main-job", action="store_true",
                    help="README's main job against PureJaxRL's ppo.py, whole processes")
@@ -512,7 +515,8 @@ def main() -> None:
         items = (item.rsplit(":", 1) for item in args.settings.split(","))
         settings = [(e, int(n)) for e, n in items]
     if args.as_users_run:
-        rows = as_users_run_grid(settings, args.compile_rounds, args.repeats)
+        rows = as_users_run_grid(settings, args.compile_rounds, args.repeats,
+                                 cores=not args.no_cores)
         out = args.out.replace("ppo.json", "ppo_as_users_run.json")
         write_json(out, {"machine": machine(), "hyperparameters": HP, "settings": rows})
         print(f"wrote {out}\n")
@@ -523,9 +527,11 @@ def main() -> None:
             m, a, q = r["median"], r["steps_per_second"], r["ratio_over_rejax"]
             pj = f"{m['purejaxrl']:,.0f}" if "purejaxrl" in m else "-"
             pj_ratio = f"{q['ours/purejaxrl']:.2f}" if "ours/purejaxrl" in q else "-"
-            print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {m['ours-cores']:,.0f} "
+            cores = (f"{m['ours-cores']:,.0f}", f"{q['ours-cores']:.2f}") if "ours-cores" in m \
+                else ("-", "-")
+            print(f"| {r['env']} | {r['num_envs']} | {m['ours']:,.0f} | {cores[0]} "
                   f"| {m['rejax']:,.0f} | {pj} | {q['ours']:.2f} | {pj_ratio} | "
-                  f"{q['ours-cores']:.2f} | "
+                  f"{cores[1]} | "
                   + "; ".join(f"{w}: " + ", ".join(f"{x / 1e3:.0f}k" for x in a[w]) for w in a)
                   + " |")
         return

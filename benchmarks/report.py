@@ -325,7 +325,8 @@ COMPARE_QUICK = ("ppo", "a2c", "a3c@threads", "dqn", "impala", "apex")
 JOBS: tuple[Job, ...] = (
     Job("ppo", ("benchmarks/ppo.py", "--as-users-run", "--settings",
                 "CartPole-v1:4,Breakout-MinAtar:256",
-                "--compile-rounds", "1", "--repeats", "3", "--out", "{dir}/ppo.json"),
+                "--compile-rounds", "1", "--repeats", "3", "--no-cores", "--out",
+                "{dir}/ppo.json"),
         ("benchmarks/ppo.py", "--as-users-run", "--settings",
          "CartPole-v1:4,Breakout-MinAtar:256", "--compile-rounds", "3", "--repeats", "3",
          "--out", "{dir}/ppo.json"),
