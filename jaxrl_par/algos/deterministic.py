@@ -69,6 +69,7 @@ from jaxrl_par.algos.fields import (
 )
 from jaxrl_par.blocks import host_steps
 from jaxrl_par.blocks.exploration import gaussian_exploration, ou_noise_reset, ou_noise_step
+from jaxrl_par.blocks.rollouts import env_steps
 from jaxrl_par.losses.soft_actor_critic import (
     clipped_double_q_target,
     deterministic_policy_gradient_loss,
@@ -197,16 +198,17 @@ def exploring(b: Blocks, hp, actor_params, obs: jax.Array, eps: jax.Array, x: ja
     return jnp.where(warm, uniform, explore), x
 
 
-def act_step(b: Blocks, env: envs.VecEnv, hp, actor_params, warm: jax.Array, carry, xs):
+def act_step(b: Blocks, env_step, hp, actor_params, warm: jax.Array, carry, xs):
     """One step of every env with :func:`exploring`'s actions. Carry ``(env_state,
     ou_state [N, D])``, the OU state restarted where an episode ended; ``xs`` the
-    step's normal draws ``[N, D]`` and env keys ``[N]``; output the step's records
+    step's normal draws ``[N, D]`` and env input (``env_step``'s, see
+    :func:`~jaxrl_par.blocks.rollouts.env_steps`); output the step's records
     ``(obs, action, ts)``."""
     env_state, x = carry
-    eps_t, keys_t = xs
+    eps_t, env_x = xs
     obs = env_state.obs
     action, x = exploring(b, hp, actor_params, obs, eps_t, x, warm)
-    env_state, ts = env.step(keys_t, env_state, action)
+    env_state, ts = env_step(env_x, env_state, action)
     if b.cfg.exploration == "ou":
         x = ou_noise_reset(x, ts.done)
     return (env_state, x), (obs, action, ts)
@@ -221,10 +223,11 @@ def act_steps(b: Blocks, state: State, key: jax.Array, warm: jax.Array, hp):
     k_noise, k_env = jax.random.split(key)
     eps = axes.shard_draw(lambda k, shape: jax.random.normal(k, shape + (b.action_dim,)),
                           k_noise, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
-    env_keys = axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps)
+    env_xs, env_step = env_steps(
+        b.local_env(), axes.shard_keys(k_env, cfg.num_envs, cfg.axis_name, steps=cfg.num_steps))
     (env_state, noise), records = jax.lax.scan(
-        functools.partial(act_step, b, b.local_env(), hp, state.actor_params, warm),
-        (state.env_state, state.noise), (eps, env_keys))
+        functools.partial(act_step, b, env_step, hp, state.actor_params, warm),
+        (state.env_state, state.noise), (eps, env_xs))
     return env_state, noise, records
 
 

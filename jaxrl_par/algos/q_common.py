@@ -22,6 +22,7 @@ from jaxrl_par import algos, envs
 from jaxrl_par.algos.base import clipped_adam
 from jaxrl_par.algos.config import algorithm_name
 from jaxrl_par.blocks.exploration import epsilon_greedy_from_draws, exploration_draws
+from jaxrl_par.blocks.rollouts import env_steps
 from jaxrl_par.losses.qlearning import LOSSES, double_q_learning, q_learning, td_loss
 from jaxrl_par.networks import ACTIVATIONS, QNetwork
 from jaxrl_par.replay import nstep_transitions
@@ -245,18 +246,20 @@ def act_steps(
     chex.assert_shape(env_keys, (num_steps, env.num_envs) + env_keys.shape[2:])
     uniforms, random_actions = exploration_draws(step_keys(k_act), env.num_actions)
 
+    env_xs, env_step = env_steps(env, env_keys)
+
     def step(env_state, xs):
         """Carry: env state. Output: the step record and the timestep."""
-        keys, u, random_action = xs
+        env_x, u, random_action = xs
         obs = env_state.obs
         action = epsilon_greedy_from_draws(q_fn(params, obs), u, random_action, epsilon)
-        env_state, ts = env.step(keys, env_state, action)
+        env_state, ts = env_step(env_x, env_state, action)
         record = NStepCarry(obs, action, ts.reward, ts.terminated, ts.truncated, ts.obs,
                             ts.final_obs, jnp.ones_like(ts.terminated))
         return env_state, (record, ts)
 
     env_state, (steps, timesteps) = jax.lax.scan(step, env_state,
-                                                 (env_keys, uniforms, random_actions))
+                                                 (env_xs, uniforms, random_actions))
     return env_state, steps, timesteps
 
 

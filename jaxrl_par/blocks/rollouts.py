@@ -4,6 +4,7 @@ synchronous actors and IMPALA's lagged actors share."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -78,24 +79,19 @@ def policy_rollout(
     noise = axes.shard_draw(
         lambda k, shape: action_noise(k, shape + (env.num_actions,), env.discrete),
         k_act, num_envs, axis_name, steps=num_steps)
-    env_keys = axes.shard_keys(k_env, num_envs, axis_name, steps=num_steps)
-    draws = draw_ahead(env, env_keys)
+    env_xs, env_step = env_steps(env, axes.shard_keys(k_env, num_envs, axis_name,
+                                                      steps=num_steps))
 
     def step(env_state, xs):
-        step_noise, step_draws = xs
+        step_noise, env_x = xs
         obs = env_state.obs if prepare is None else prepare(env_state.obs)
         dist = actor(obs)
         action = dist.sample_with_noise(step_noise)
         log_prob = dist.log_prob(action)
-        act = env_action(env, action)
-        if draws is None:
-            env_state, ts = env.step(step_draws, env_state, act)
-        else:
-            env_state, ts = env.step_drawn(step_draws, env_state, act)
+        env_state, ts = env_step(env_x, env_state, env_action(env, action))
         return env_state, (obs, action, log_prob, ts)
 
-    xs = (noise, env_keys if draws is None else draws)
-    return jax.lax.scan(step, env_state, xs, unroll=ROLLOUT_UNROLL)
+    return jax.lax.scan(step, env_state, (noise, env_xs), unroll=ROLLOUT_UNROLL)
 
 
 #: The most bytes :func:`draw_ahead` holds for one rollout's draws (keys, reset
@@ -114,6 +110,17 @@ def draw_ahead(env: envs.VecEnv, keys: jax.Array) -> envs.StepDraws | None:
     shapes = jax.eval_shape(env.draw_steps, keys)
     size = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
     return env.draw_steps(keys) if size <= DRAW_AHEAD_BYTES else None
+
+
+def env_steps(env: envs.VecEnv, keys: jax.Array) -> tuple[Any, Callable]:
+    """``(xs, step)`` for a scan over ``T`` steps of ``env`` with keys ``[T, N]``: ``xs``
+    the per-step inputs (:func:`draw_ahead`'s draws, or the keys where it declines) and
+    ``step(x, env_state, action) -> (env_state, timestep)`` taking one step's slice
+    ``x``. Either way a step gives what ``env.step`` gives with that step's keys."""
+    draws = draw_ahead(env, keys)
+    if draws is None:
+        return keys, env.step
+    return draws, env.step_drawn
 
 
 def host_policy(network, spec) -> Callable:
