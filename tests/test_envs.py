@@ -287,3 +287,16 @@ def test_rollout_with_draws_ahead_equals_drawing_each_step(env_id, monkeypatch):
             a, b = jax.random.key_data(a), jax.random.key_data(b)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert int(ahead[1][3].done.sum()) > 0 or env_id == "Breakout-MinAtar"
+
+
+def test_step_takes_raw_uint32_keys_as_typed_keys():
+    """``jax.random.PRNGKey``'s raw ``uint32 [N, 2]`` keys step the envs exactly as the
+    typed keys holding the same bits."""
+    env = envs.make("CartPole-v1", 4)
+    state = env.reset(_keys(0, 4))
+    typed = _keys(1, 4)
+    action = jnp.array([0, 1, 0, 1])
+    a = env.step(typed, state, action)
+    b = env.step(jax.random.key_data(typed), state, action)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -143,11 +143,14 @@ class VecEnv:
         (``step(keys, ...)`` is ``step_drawn(draw_steps(keys), ...)``).
 
         Args:
-          keys: ``[..., N]`` PRNG keys, e.g. ``[T, N]`` for ``T`` steps.
+          keys: ``[..., N]`` PRNG keys, e.g. ``[T, N]`` for ``T`` steps (typed keys, or
+            the raw ``uint32 [..., N, 2]`` of ``jax.random.PRNGKey``).
 
         Returns:
           :class:`StepDraws` with leaves ``[..., N, ...]``.
         """
+        if not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+            keys = jax.random.wrap_key_data(keys)
         chex.assert_shape(keys, keys.shape[:-1] + (self.num_envs,))
         flat = keys.reshape(-1)
         halves = jax.vmap(jax.random.split)(flat)  # [M, 2]: (step, reset) per key
