@@ -62,8 +62,9 @@ def policy_rollout(
       env_state: their state, leaves ``[N_local, ...]``.
       key: one key for the whole global batch. The rollout's action noise ``[T, N, A]``
         is drawn at once from it, and the per-env env keys ``[T, N]`` from one batched
-        split, each sliced per shard (:func:`jaxrl_par.axes.shard_draw`), so that a
-        shard acts exactly as its envs would on one device.
+        split (with the resets they start, by :func:`env_steps`), each sliced per shard
+        (:func:`jaxrl_par.axes.shard_draw`), so that a shard acts exactly as its envs
+        would on one device.
       num_envs: the global number of envs. num_steps: ``T``.
       axis_name: the data axis, or None on one device.
       prepare: applied to each observation before the actor sees it (normalisation);

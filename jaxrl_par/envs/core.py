@@ -124,11 +124,11 @@ class VecEnv:
           keys: ``[N]`` PRNG keys, one per copy (see ``jaxrl_par.axes.shard_keys``).
         """
         chex.assert_shape(keys, (self.num_envs,) + keys.shape[1:])
-        obs, inner = jax.vmap(self.env.reset_env, in_axes=(0, None))(keys, self.params)
+        obs, inner = self._new_episodes(keys)
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         return EnvState(
             inner=inner,
-            obs=obs.astype(self.observation_dtype),
+            obs=obs,
             episode_return=zeros,
             episode_length=jnp.zeros((self.num_envs,), jnp.int32),
         )
@@ -154,10 +154,15 @@ class VecEnv:
         chex.assert_shape(keys, keys.shape[:-1] + (self.num_envs,))
         flat = keys.reshape(-1)
         halves = jax.vmap(jax.random.split)(flat)  # [M, 2]: (step, reset) per key
-        obs, inner = jax.vmap(self.env.reset_env, in_axes=(0, None))(halves[:, 1], self.params)
-        draws = StepDraws(step_keys=halves[:, 0], reset_obs=obs.astype(self.observation_dtype),
-                          reset_inner=inner)
+        obs, inner = self._new_episodes(halves[:, 1])
+        draws = StepDraws(step_keys=halves[:, 0], reset_obs=obs, reset_inner=inner)
         return jax.tree.map(lambda x: x.reshape(keys.shape + x.shape[1:]), draws)
+
+    def _new_episodes(self, keys: jax.Array) -> tuple[jax.Array, Any]:
+        """``(obs [M, *obs_shape] obs_dtype, inner state, leaves [M, ...])`` of the
+        episodes ``reset_env`` starts from keys ``[M]``."""
+        obs, inner = jax.vmap(self.env.reset_env, in_axes=(0, None))(keys, self.params)
+        return obs.astype(self.observation_dtype), inner
 
     def step(self, keys: jax.Array, state: EnvState, action: jax.Array
              ) -> tuple[EnvState, Timestep]:
