@@ -15,12 +15,16 @@ from jaxrl_par.runner.training import train
 
 @pytest.mark.xla_optimized
 def test_impala_solves_cartpole():
-    """Seed 0, default config (pipelined: every trajectory learned one update after it
-    was acted), 5e5 steps: the last updates average >= 475."""
-    result = train(impala.make(impala.Config()), 0, progress=False)
+    """Seeds 0-2 as one batch, default config (pipelined: every trajectory learned one
+    update after it was acted), 5e5 steps: the median over seeds of the last updates'
+    average return is >= 475. A median, not one seed: a run's trajectory follows the
+    float rounding of the CPU it runs on, and one seed in eight ends below 400 (seeds
+    0-7 as one batch gave 500, 496, 500, 500, 317, 500, 490, 460; seed 0 alone 401 on an
+    AVX-512 host, above 475 on others)."""
+    result = train(impala.make(impala.Config()), [0, 1, 2], progress=False)
     assert result.env_steps[-1] <= 500_000
-    final = result.final_returns(fraction=0.05)[0]
-    assert final >= 475.0, final
+    finals = result.final_returns(fraction=0.05)
+    assert np.median(finals) >= 475.0, finals
 
 
 PENDULUM_RECIPE = {"env": "Pendulum-v1", "num_envs": 64, "num_steps": 8, "num_minibatches": 8,
