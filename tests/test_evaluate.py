@@ -12,7 +12,7 @@ from dropped import HANDLERS, drop_signal
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
 from jaxrl_par.runner import interrupt
-from jaxrl_par.runner.evaluation import _evaluator, greedy_returns
+from jaxrl_par.runner.evaluation import _evaluator, greedy_returns, lane_keys
 
 
 def fixed_policy(env_id, act):
@@ -140,6 +140,38 @@ def test_seeds_and_envs_start_from_their_own_states():
     # a lane's start states do not depend on how many lanes are evaluated with it
     np.testing.assert_array_equal(greedy_returns(algo, {"unused": jnp.zeros(2)}, num_envs=4),
                                   per_seed[:2])
+
+
+def test_each_step_uses_the_documented_keys():
+    """A random CartPole policy: the evaluation equals a loop written out step by step,
+    where lane s resets from split(fold_in(key(seed), s)) and step t acts with k_act and
+    steps the envs with split(k_env, N), (k_act, k_env) = split(split(k_run, T)[t]). The
+    evaluation draws the env keys before its scan; a shifted or swapped draw fails this."""
+    num_envs, max_steps = 4, 100
+
+    def act(state, obs, key):
+        return jax.random.bernoulli(key, 0.5, (len(obs),)).astype(jnp.int32)
+
+    algo = fixed_policy("CartPole-v1", act)
+    got = greedy_returns(algo, {"unused": jnp.zeros(2)}, num_envs=num_envs,
+                         max_steps=max_steps, seed=3)
+    env = envs.make("CartPole-v1", num_envs)
+    step = jax.jit(env.step)
+    want = []
+    for lane_key in lane_keys(3, 2):
+        k_reset, k_run = jax.random.split(lane_key)
+        env_state = env.reset(jax.random.split(k_reset, num_envs))
+        total, alive = np.zeros(num_envs), np.ones(num_envs, bool)
+        for k in jax.random.split(k_run, max_steps):
+            k_act, k_env = jax.random.split(k)
+            action = act(None, env_state.obs, k_act)
+            env_state, ts = step(jax.random.split(k_env, num_envs), env_state, action)
+            total += np.asarray(ts.reward) * alive
+            alive &= ~np.asarray(ts.done)
+        assert not alive.any()
+        want.append(total.mean())
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(set(got.tolist())) == 2
 
 
 def test_spread_literal():

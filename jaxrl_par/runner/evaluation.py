@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxrl_par import envs
 from jaxrl_par.algos.base import Algorithm
+from jaxrl_par.blocks import rollouts
 from jaxrl_par.envs import host
 from jaxrl_par.runner import interrupt
 from jaxrl_par.runner.precision import float32
@@ -38,16 +39,23 @@ def _evaluator(act: Callable, env_id: str, num_envs: int, max_steps: int) -> Cal
     def one_seed(state, key):
         k_reset, k_run = jax.random.split(key)
         env_state = env.reset(jax.random.split(k_reset, num_envs))
+        # Step t acts with k_act and steps the envs with split(k_env, num_envs), where
+        # (k_act, k_env) = split(split(k_run, max_steps)[t]); the env keys are drawn
+        # before the scan (`env_steps`), the same keys either way.
+        k_act, k_env = jnp.moveaxis(
+            jax.vmap(jax.random.split)(jax.random.split(k_run, max_steps)), 1, 0)
+        xs, env_step = rollouts.env_steps(
+            env, jax.vmap(lambda k: jax.random.split(k, num_envs))(k_env))
 
-        def step(carry, k):
+        def step(carry, inputs):
             env_state, total, alive = carry
-            k_act, k_env = jax.random.split(k)
-            action = act(state, env_state.obs, k_act)
-            env_state, ts = env.step(jax.random.split(k_env, num_envs), env_state, action)
+            x, k = inputs
+            action = act(state, env_state.obs, k)
+            env_state, ts = env_step(x, env_state, action)
             return (env_state, total + ts.reward * alive, alive & ~ts.done), None
 
         init = (env_state, jnp.zeros(num_envs), jnp.ones(num_envs, bool))
-        (_, total, alive), _ = jax.lax.scan(step, init, jax.random.split(k_run, max_steps))
+        (_, total, alive), _ = jax.lax.scan(step, init, (xs, k_act))
         return jnp.mean(total), jnp.any(alive)
 
     return jax.jit(jax.vmap(one_seed))
